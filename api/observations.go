@@ -1,0 +1,82 @@
+package api
+
+import "time"
+
+// ObservationsPath is where every agent serves its Observations.
+const ObservationsPath = "/api/v1/observations"
+
+// SchemaVersion is bumped on any incompatible change to Observations.
+const SchemaVersion = 1
+
+// Observations is one agent's view of its targets over the sliding window.
+type Observations struct {
+	SchemaVersion int       `json:"schemaVersion"`
+	Agent         Agent     `json:"agent"`
+	Time          time.Time `json:"time"`
+	// WindowSeconds is the length of the sliding window the ratios cover.
+	WindowSeconds float64  `json:"windowSeconds"`
+	Targets       []Target `json:"targets"`
+}
+
+// Agent identifies the reporting agent.
+type Agent struct {
+	Name    string            `json:"name"`
+	Class   string            `json:"class"` // node | pod
+	Address string            `json:"address"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	Version string            `json:"version,omitempty"`
+}
+
+// Target is one probed peer and what every protocol measured towards it.
+type Target struct {
+	Name    string            `json:"name"`
+	Address string            `json:"address"`
+	Class   string            `json:"class"` // node | pod | lb
+	Labels  map[string]string `json:"labels,omitempty"`
+	// Path is the path class: node_to_node, node_to_pod, pod_to_node,
+	// pod_to_pod, node_to_lb or pod_to_lb.
+	Path      string     `json:"path"`
+	Protocols []Protocol `json:"protocols"`
+	// EstablishedFlowBlackhole is set when PINGs on the long-lived HTTP/2
+	// connection die while new flows (tcp_syn) to the same target pass.
+	EstablishedFlowBlackhole bool `json:"establishedFlowBlackhole,omitempty"`
+}
+
+// Protocol is one protocol's totals towards a target over the window.
+type Protocol struct {
+	Protocol string `json:"protocol"` // icmp | tcp_syn | http2_ping
+	Stats
+	// Flows is the per-flow breakdown (tcp_syn: one per source port).
+	Flows []Flow `json:"flows,omitempty"`
+}
+
+// Stats are window counts and RTT quantiles. RTT fields are zero when no
+// probe was answered in the window.
+type Stats struct {
+	Sent       uint64  `json:"sent"`
+	Lost       uint64  `json:"lost"`
+	LossRatio  float64 `json:"lossRatio"`
+	RTTP50     float64 `json:"rttP50Seconds"`
+	RTTP99     float64 `json:"rttP99Seconds"`
+	Errors     uint64  `json:"errors,omitempty"` // local errors, not loss
+	LastResult string  `json:"lastResult,omitempty"`
+}
+
+// Flow is one fixed 5-tuple towards a target.
+type Flow struct {
+	SourcePort uint16 `json:"sourcePort"`
+	Stats
+	// Path is the last traced hop list of this flow, when known.
+	Path *FlowPath `json:"path,omitempty"`
+}
+
+// FlowPath is the traced route of one flow.
+type FlowPath struct {
+	Hops       []string  `json:"hops"` // hop addresses in TTL order; "" for a silent hop
+	Hash       string    `json:"hash"`
+	TracedAt   time.Time `json:"tracedAt"`
+	AgeSeconds float64   `json:"ageSeconds"`
+	// SuspectHop is the index in Hops after which a monotonic loss break
+	// starts, or -1 when the flow's trace shows no break.
+	SuspectHop int `json:"suspectHop"`
+}

@@ -1,0 +1,68 @@
+// Command prober finds the switch, link or load balancer that drops a
+// Kubernetes cluster's packets. See README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitUsage   = 2
+)
+
+type subcommand struct {
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	summary string
+}
+
+var subcommands = map[string]subcommand{
+	"agent":   {runAgent, "run the per-node probing agent"},
+	"matrix":  {runMatrix, "aggregate agents into a loss matrix and localize faults"},
+	"trace":   {runTrace, "multipath TCP-SYN traceroute to a host"},
+	"lab":     {runLab, "build a data-center fabric in network namespaces (root)"},
+	"version": {runVersion, "print the version"},
+}
+
+var order = []string{"agent", "matrix", "trace", "lab", "version"}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		usage(stdout)
+		return exitOK
+	}
+	sc, ok := subcommands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "prober: unknown subcommand %q\n\n", args[0])
+		usage(stderr)
+		return exitUsage
+	}
+	return sc.run(ctx, args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: prober <subcommand> [flags]\n\nsubcommands:")
+	for _, name := range order {
+		fmt.Fprintf(w, "  %-8s %s\n", name, subcommands[name].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'prober <subcommand> -h' for its flags.")
+}

@@ -1,0 +1,5 @@
+// Package probe implements prober's probe engines: ICMP echo, TCP SYN
+// half-open, HTTP/2 PING and the Paris-style TCP SYN traceroute. It knows
+// nothing of Prometheus, Kubernetes or configuration files: engines take
+// Targets and return Results.
+package probe
