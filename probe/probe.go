@@ -11,13 +11,13 @@ type Protocol string
 
 // The probe protocols.
 const (
-	ICMP      Protocol = "icmp"
-	TCPSYN    Protocol = "tcp_syn"
-	HTTP2Ping Protocol = "http2_ping"
+	ProtocolICMP      Protocol = "icmp"
+	ProtocolTCPSYN    Protocol = "tcp_syn"
+	ProtocolHTTP2Ping Protocol = "http2_ping"
 )
 
 // Protocols lists every protocol in a stable order.
-var Protocols = []Protocol{ICMP, TCPSYN, HTTP2Ping}
+var Protocols = []Protocol{ProtocolICMP, ProtocolTCPSYN, ProtocolHTTP2Ping}
 
 // Outcome is the fate of one probe. Only Lost is loss; LocalError means
 // the probe never left (or its answer could not be read) and must not be

@@ -1,0 +1,262 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/netprober/prober/probe"
+)
+
+// Classes of endpoint: where a probe starts (node, pod) or ends (also lb).
+const (
+	ClassNode = "node"
+	ClassPod  = "pod"
+	ClassLB   = "lb"
+)
+
+// Agent is the configuration of `prober agent`.
+type Agent struct {
+	// Name is this agent's identity, its node name.
+	Name string `json:"name"`
+	// Class is where the probes originate: node or pod.
+	Class string `json:"class"`
+	// Listen is the address of /metrics, /healthz and /api/v1/observations.
+	Listen string            `json:"listen"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Source is the address probes are sent from; the listen address's IP
+	// by default.
+	Source  string   `json:"source,omitempty"`
+	Probing Probing  `json:"probing"`
+	Metrics Metrics  `json:"metrics"`
+	Targets []Target `json:"targets"`
+	// Log selects the log format: json (default) or text.
+	Log string `json:"log,omitempty"`
+}
+
+// Probing holds the probe schedule.
+type Probing struct {
+	Interval Duration `json:"interval"`
+	Timeout  Duration `json:"timeout"`
+	Window   Duration `json:"window"`
+	// Flows is the number of distinct, stable source ports per target for
+	// tcp_syn.
+	Flows     int              `json:"flows"`
+	Protocols []probe.Protocol `json:"protocols"`
+	// MaxProbesPerSecond bounds this agent's total probe rate.
+	MaxProbesPerSecond float64 `json:"maxProbesPerSecond"`
+	// SourcePortBase is the first of the Flows*len(targets)... source
+	// ports the agent reserves for tcp_syn; see docs/agent.md.
+	SourcePortBase int `json:"sourcePortBase,omitempty"`
+}
+
+// Metrics configures the Prometheus exposition.
+type Metrics struct {
+	// PerTarget adds the target label to the per-target counters.
+	PerTarget *bool `json:"perTarget,omitempty"`
+}
+
+// Target is a static peer.
+type Target struct {
+	Name    string            `json:"name"`
+	Address string            `json:"address"`
+	Class   string            `json:"class"`
+	Port    int               `json:"port"`
+	Labels  map[string]string `json:"labels,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultInterval           = time.Second
+	DefaultTimeout            = time.Second
+	DefaultWindow             = 60 * time.Second
+	DefaultFlows              = 8
+	DefaultMaxProbesPerSecond = 200
+	DefaultPort               = 9808
+	DefaultSourcePortBase     = 33000
+	maxFlows                  = 64
+	maxSourcePorts            = 4096
+)
+
+// LoadAgent reads, defaults and validates an agent configuration file.
+// Every problem is reported, each prefixed with the file name.
+func LoadAgent(path string) (*Agent, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAgent(path, b)
+}
+
+// ParseAgent is LoadAgent on bytes; name prefixes the error messages.
+func ParseAgent(name string, b []byte) (*Agent, error) {
+	var c Agent
+	if err := decodeStrict(b, &c); err != nil {
+		return nil, prefixErrors(name, err)
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, prefixErrors(name, err)
+	}
+	return &c, nil
+}
+
+// SetDefaults fills every unset field.
+func (c *Agent) SetDefaults() {
+	p := &c.Probing
+	if p.Interval == 0 {
+		p.Interval = Duration(DefaultInterval)
+	}
+	if p.Timeout == 0 {
+		p.Timeout = Duration(DefaultTimeout)
+	}
+	if p.Window == 0 {
+		p.Window = Duration(DefaultWindow)
+	}
+	if p.Flows == 0 {
+		p.Flows = DefaultFlows
+	}
+	if len(p.Protocols) == 0 {
+		p.Protocols = []probe.Protocol{probe.ProtocolICMP, probe.ProtocolTCPSYN}
+	}
+	if p.MaxProbesPerSecond == 0 {
+		p.MaxProbesPerSecond = DefaultMaxProbesPerSecond
+	}
+	if p.SourcePortBase == 0 {
+		p.SourcePortBase = DefaultSourcePortBase
+	}
+	if c.Metrics.PerTarget == nil {
+		t := true
+		c.Metrics.PerTarget = &t
+	}
+	if c.Log == "" {
+		c.Log = "json"
+	}
+	for i := range c.Targets {
+		if c.Targets[i].Port == 0 {
+			c.Targets[i].Port = DefaultPort
+		}
+	}
+}
+
+// Validate reports every problem in the configuration, joined.
+func (c *Agent) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.Name == "" {
+		bad("name", "required (this agent's node name)")
+	}
+	if c.Class != ClassNode && c.Class != ClassPod {
+		bad("class", "%q not one of node, pod", c.Class)
+	}
+	if c.Listen == "" {
+		bad("listen", "required, an address:port such as 198.18.1.11:9808")
+	} else if _, err := netip.ParseAddrPort(c.Listen); err != nil {
+		bad("listen", "%q is not an IP:port (%v)", c.Listen, err)
+	}
+	if c.Source != "" {
+		if a, err := netip.ParseAddr(c.Source); err != nil || !a.Is4() {
+			bad("source", "%q is not an IPv4 address", c.Source)
+		}
+	}
+	if c.Log != "json" && c.Log != "text" {
+		bad("log", "%q not one of json, text", c.Log)
+	}
+	p := c.Probing
+	if p.Interval.D() < 10*time.Millisecond {
+		bad("probing.interval", "%s is below the 10ms minimum", p.Interval.D())
+	}
+	if p.Timeout.D() <= 0 {
+		bad("probing.timeout", "must be positive, got %s", p.Timeout.D())
+	}
+	if p.Window.D() < p.Interval.D() {
+		bad("probing.window", "%s is shorter than probing.interval %s", p.Window.D(), p.Interval.D())
+	}
+	if p.Flows < 1 || p.Flows > maxFlows {
+		bad("probing.flows", "%d not in 1..%d", p.Flows, maxFlows)
+	}
+	for i, proto := range p.Protocols {
+		if !slices.Contains(probe.Protocols, proto) {
+			bad(fmt.Sprintf("probing.protocols[%d]", i), "%q not one of %s", proto, protocolList())
+		} else if slices.Index(p.Protocols, proto) != i {
+			bad(fmt.Sprintf("probing.protocols[%d]", i), "%q listed twice", proto)
+		}
+	}
+	if p.MaxProbesPerSecond < 0 {
+		bad("probing.maxProbesPerSecond", "must be positive, got %g", p.MaxProbesPerSecond)
+	}
+	if p.SourcePortBase < 1024 || p.SourcePortBase+maxSourcePorts > 65535 {
+		bad("probing.sourcePortBase", "%d not in 1024..%d", p.SourcePortBase, 65535-maxSourcePorts)
+	}
+	if n := len(c.Targets) * p.Flows; n > maxSourcePorts {
+		bad("targets", "%d targets x %d flows = %d source ports, more than the %d the agent reserves", len(c.Targets), p.Flows, n, maxSourcePorts)
+	}
+	names := map[string]int{}
+	for i, t := range c.Targets {
+		f := fmt.Sprintf("targets[%d]", i)
+		if t.Name == "" {
+			bad(f+".name", "required")
+		} else if j, dup := names[t.Name]; dup {
+			bad(f+".name", "%q already used by targets[%d]", t.Name, j)
+		} else {
+			names[t.Name] = i
+		}
+		if a, err := netip.ParseAddr(t.Address); err != nil {
+			bad(f+".address", "%q is not an IP address", t.Address)
+		} else if !a.Is4() {
+			bad(f+".address", "%q: only IPv4 is supported for now", t.Address)
+		}
+		if t.Class != ClassNode && t.Class != ClassPod && t.Class != ClassLB {
+			bad(f+".class", "%q not one of node, pod, lb", t.Class)
+		}
+		if t.Port < 1 || t.Port > 65535 {
+			bad(f+".port", "%d not in 1..65535", t.Port)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PerTarget reports whether per-target metric labels are on.
+func (c *Agent) PerTarget() bool { return c.Metrics.PerTarget == nil || *c.Metrics.PerTarget }
+
+// Path names the path class from an origin class to a target class, such
+// as node_to_pod.
+func Path(from, to string) string { return from + "_to_" + to }
+
+func protocolList() string {
+	s := make([]string, len(probe.Protocols))
+	for i, p := range probe.Protocols {
+		s[i] = string(p)
+	}
+	return strings.Join(s, ", ")
+}
+
+// cleanYAMLError strips the library's Go type names from decoding errors:
+// people read field names, not "type config.plain".
+func cleanYAMLError(err error) string {
+	s := err.Error()
+	s = strings.TrimPrefix(s, "error converting YAML to JSON: ")
+	s = strings.TrimPrefix(s, "error unmarshaling JSON: while decoding JSON: ")
+	s = strings.ReplaceAll(s, "json: ", "")
+	return s
+}
+
+// prefixErrors prefixes every joined error with the file name, so each
+// problem reads "file: field: message" on its own line.
+func prefixErrors(name string, err error) error {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			errs = append(errs, fmt.Errorf("%s: %w", name, e))
+		}
+	} else {
+		errs = append(errs, fmt.Errorf("%s: %w", name, err))
+	}
+	return errors.Join(errs...)
+}

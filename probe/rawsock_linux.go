@@ -1,0 +1,155 @@
+//go:build linux
+
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// rawSocket is a raw IPv4 socket for one IP protocol, with IP_HDRINCL set,
+// read through Go's netpoller so Close unblocks the reader.
+type rawSocket interface {
+	send(pkt []byte, dst netip.Addr) error
+	// recv returns a whole IPv4 packet, header included, and its arrival time.
+	recv(buf []byte) (int, time.Time, error)
+	reserve(port uint16) error
+	close()
+}
+
+var errClosed = net.ErrClosed
+
+type linuxRaw struct {
+	conn     *net.IPConn
+	rc       syscall.RawConn
+	src      netip.Addr
+	reserved []int // fds of sockets bound to reserve source ports
+}
+
+// openTCPRaw opens the tcp_syn socket. The kernel delivers it every TCP
+// segment for our address; a classic BPF filter on the destination port
+// makes it wake only for the reserved range, so a busy node's traffic
+// costs nothing.
+func openTCPRaw(src netip.Addr, base, n uint16) (*linuxRaw, error) {
+	pc, err := net.ListenPacket("ip4:tcp", src.String())
+	if err != nil {
+		return nil, privilegeError("tcp_syn", err)
+	}
+	r := &linuxRaw{conn: pc.(*net.IPConn), src: src}
+	if r.rc, err = r.conn.SyscallConn(); err != nil {
+		pc.Close()
+		return nil, err
+	}
+	prog, err := bpf.Assemble([]bpf.Instruction{
+		bpf.LoadMemShift{Off: 0},          // x = IP header length
+		bpf.LoadIndirect{Off: 2, Size: 2}, // a = TCP destination port
+		bpf.JumpIf{Cond: bpf.JumpLessThan, Val: uint32(base), SkipTrue: 2},
+		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: uint32(base) + uint32(n), SkipTrue: 1},
+		bpf.RetConstant{Val: 0xffff},
+		bpf.RetConstant{Val: 0},
+	})
+	if err != nil {
+		pc.Close()
+		return nil, fmt.Errorf("tcp_syn bpf: %w", err)
+	}
+	if err := r.setup(prog); err != nil {
+		pc.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *linuxRaw) setup(prog []bpf.RawInstruction) error {
+	filter := make([]unix.SockFilter, len(prog))
+	for i, ins := range prog {
+		filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
+	}
+	var serr error
+	err := r.rc.Control(func(fd uintptr) {
+		if serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_HDRINCL, 1); serr != nil {
+			serr = os.NewSyscallError("setsockopt IP_HDRINCL", serr)
+			return
+		}
+		fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+		if serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog); serr != nil {
+			serr = os.NewSyscallError("setsockopt SO_ATTACH_FILTER", serr)
+		}
+	})
+	return errors.Join(err, serr)
+}
+
+func (r *linuxRaw) send(pkt []byte, dst netip.Addr) error {
+	_, err := r.conn.WriteToIP(pkt, &net.IPAddr{IP: dst.AsSlice()})
+	return err
+}
+
+func (r *linuxRaw) recv(buf []byte) (int, time.Time, error) {
+	var n int
+	var rerr error
+	err := r.rc.Read(func(fd uintptr) bool {
+		n, _, rerr = unix.Recvfrom(int(fd), buf, unix.MSG_TRUNC)
+		return rerr != unix.EAGAIN
+	})
+	at := time.Now()
+	if err != nil {
+		return 0, at, err
+	}
+	if rerr != nil {
+		return 0, at, os.NewSyscallError("recvfrom", rerr)
+	}
+	return min(n, len(buf)), at, nil
+}
+
+// reserve binds a TCP socket to (src, port) without listening: the kernel
+// then never hands the port to another socket's connect or bind, and a
+// SYN-ACK to it still meets no listener, so the kernel resets it.
+func (r *linuxRaw) reserve(port uint16) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return os.NewSyscallError("socket", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: int(port), Addr: r.src.As4()}); err != nil {
+		unix.Close(fd)
+		return os.NewSyscallError("bind", err)
+	}
+	r.reserved = append(r.reserved, fd)
+	return nil
+}
+
+func (r *linuxRaw) close() {
+	r.conn.Close()
+	for _, fd := range r.reserved {
+		unix.Close(fd)
+	}
+	r.reserved = nil
+}
+
+// privilegeError turns a permission failure into the one actionable line
+// an operator needs.
+func privilegeError(proto string, err error) error {
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+		return fmt.Errorf("%s probe needs CAP_NET_RAW (run as root or add NET_RAW to securityContext.capabilities.add): %w", proto, err)
+	}
+	return fmt.Errorf("%s raw socket: %w", proto, err)
+}
+
+// sendReason maps a send error to a bounded metric label.
+func sendReason(err error) string {
+	switch {
+	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
+		return "permission"
+	case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH):
+		return "no_route"
+	case errors.Is(err, syscall.ENOBUFS), errors.Is(err, syscall.EAGAIN):
+		return "buffer"
+	}
+	return "send"
+}

@@ -1,0 +1,258 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// TCPSYN sends half-open TCP handshakes: a crafted SYN, and a SYN-ACK or
+// RST back means the target was reached. Each probe goes out from one of a
+// fixed set of source ports, so a (target, source port) pair is a fixed
+// 5-tuple for the agent's lifetime and kernel ECMP keeps it on one path
+// (Paris traceroute's insight): loss is then measured per path.
+//
+// The kernel's own RST: our SYN-ACKs arrive at a port where no socket
+// listens (we only bind the port to reserve it), so the kernel answers each
+// with a RST. That is what we want: it tears down the half-open connection
+// on the target, so a probe leaves no state behind, exactly as a
+// SYN-scanner's kernel would. If that RST is lost, the target keeps a
+// SYN_RECV entry and answers our next SYN (new sequence number) with a bare
+// ACK (RFC 793 §3.9 "out of window"); the reader counts that ACK as an
+// answer to the pending probe, since the target did answer it.
+type TCPSYN struct {
+	src  netip.Addr
+	base uint16
+	// slots is indexed by source port - base; a slot is one flow.
+	slots []synSlot
+	sock  rawSocket
+	log   *slog.Logger
+
+	mu   sync.Mutex
+	free []uint16 // reserved source ports not given to a flow
+
+	encoders sync.Pool
+	Unmatched
+	closeOnce sync.Once
+}
+
+// synSlot is the in-flight state of one source port. The reader and the
+// prober meet here; ch is buffered so the reader never blocks.
+type synSlot struct {
+	mu       sync.Mutex
+	reserved bool
+	active   bool
+	dst      netip.Addr
+	dport    uint16
+	seq      uint32
+	sentAt   time.Time
+	ch       chan synAnswer
+}
+
+type synAnswer struct {
+	outcome Outcome
+	at      time.Time
+}
+
+// TCPSYNConfig configures NewTCPSYN.
+type TCPSYNConfig struct {
+	Source netip.Addr // address to send from and to bind to
+	// PortBase and Ports: the engine reserves up to Ports source ports,
+	// scanning upwards from PortBase and skipping ports in use.
+	PortBase uint16
+	Ports    int
+	Logger   *slog.Logger
+}
+
+// NewTCPSYN opens the raw socket and reserves the source ports. It needs
+// CAP_NET_RAW. Run must be called to read replies.
+func NewTCPSYN(cfg TCPSYNConfig) (*TCPSYN, error) {
+	if !cfg.Source.Is4() {
+		return nil, fmt.Errorf("tcp_syn: source %s is not an IPv4 address", cfg.Source)
+	}
+	if cfg.Ports <= 0 || int(cfg.PortBase)+cfg.Ports > 65536 {
+		return nil, fmt.Errorf("tcp_syn: %d source ports from %d do not fit below 65536", cfg.Ports, cfg.PortBase)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	// Scan at most twice the wanted ports, so a busy range does not make
+	// the engine wander over the whole port space.
+	span := min(2*cfg.Ports, 65536-int(cfg.PortBase))
+	t := &TCPSYN{src: cfg.Source, base: cfg.PortBase, slots: make([]synSlot, span), log: cfg.Logger}
+	t.encoders.New = func() any { return newSYNEncoder() }
+	sock, err := openTCPRaw(cfg.Source, cfg.PortBase, uint16(span))
+	if err != nil {
+		return nil, err
+	}
+	t.sock = sock
+	for i := 0; i < span && len(t.free) < cfg.Ports; i++ {
+		port := cfg.PortBase + uint16(i)
+		if err := sock.reserve(port); err != nil {
+			cfg.Logger.Debug("source port in use, skipped", "port", port, "err", err)
+			continue
+		}
+		t.slots[i].reserved = true
+		t.slots[i].ch = make(chan synAnswer, 1)
+		t.free = append(t.free, port)
+	}
+	if len(t.free) < cfg.Ports {
+		sock.close()
+		return nil, fmt.Errorf("tcp_syn: reserved only %d of %d source ports in %d..%d (others in use)", len(t.free), cfg.Ports, cfg.PortBase, int(cfg.PortBase)+span-1)
+	}
+	// Hand ports out from the low end first: deterministic flows.
+	for i, j := 0, len(t.free)-1; i < j; i, j = i+1, j-1 {
+		t.free[i], t.free[j] = t.free[j], t.free[i]
+	}
+	return t, nil
+}
+
+// AllocPorts takes n reserved source ports for a target's flows.
+func (t *TCPSYN) AllocPorts(n int) ([]uint16, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n > len(t.free) {
+		return nil, fmt.Errorf("tcp_syn: %d source ports wanted, %d free", n, len(t.free))
+	}
+	out := make([]uint16, n)
+	for i := range out {
+		out[i] = t.free[len(t.free)-1]
+		t.free = t.free[:len(t.free)-1]
+	}
+	return out, nil
+}
+
+// FreePorts returns ports taken with AllocPorts.
+func (t *TCPSYN) FreePorts(ports []uint16) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.free = append(t.free, ports...)
+}
+
+// Probe sends one SYN from sport to t and waits up to timeout for the
+// answer. Probes on the same source port must not overlap.
+func (t *TCPSYN) Probe(ctx context.Context, target Target, sport uint16, timeout time.Duration) Result {
+	i := int(sport) - int(t.base)
+	if i < 0 || i >= len(t.slots) || !t.slots[i].reserved {
+		return Result{Outcome: LocalError, Reason: "config", Err: fmt.Errorf("tcp_syn: source port %d is not reserved", sport)}
+	}
+	s := &t.slots[i]
+	s.mu.Lock()
+	if s.active {
+		s.mu.Unlock()
+		return Result{Outcome: LocalError, Reason: "busy", Err: fmt.Errorf("tcp_syn: a probe from port %d is still in flight", sport)}
+	}
+	select { // drop an answer that raced in after the last probe ended
+	case <-s.ch:
+	default:
+	}
+	s.active, s.dst, s.dport, s.seq = true, target.Addr, target.Port, rand.Uint32()
+	seq := s.seq
+	s.sentAt = time.Now()
+	sentAt := s.sentAt
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.active = false
+		s.mu.Unlock()
+	}()
+
+	enc := t.encoders.Get().(*synEncoder)
+	b, err := enc.encode(synPacket{src: t.src, dst: target.Addr, sport: sport, dport: target.Port, seq: seq, ttl: 64, ipID: uint16(seq)})
+	if err == nil {
+		err = t.sock.send(b, target.Addr)
+	}
+	t.encoders.Put(enc)
+	if err != nil {
+		return Result{Outcome: LocalError, Reason: sendReason(err), Err: fmt.Errorf("tcp_syn send to %s: %w", target.Addr, err)}
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case a := <-s.ch:
+		return Result{Outcome: a.outcome, RTT: a.at.Sub(sentAt)}
+	case <-timer.C:
+		return Result{Outcome: Lost}
+	case <-ctx.Done():
+		return Result{Outcome: LocalError, Reason: "canceled", Err: ctx.Err()}
+	}
+}
+
+// Run reads replies until ctx is cancelled or the engine is closed.
+func (t *TCPSYN) Run(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, t.Close)
+	defer stop()
+	dec := newTCPDecoder()
+	buf := make([]byte, 1500)
+	for {
+		n, at, err := t.sock.recv(buf)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, errClosed) {
+				return nil
+			}
+			t.RecvErrors.Add(1)
+			t.log.Warn("tcp_syn receive", "err", err)
+			time.Sleep(10 * time.Millisecond) // a persistent error must not spin
+			continue
+		}
+		t.deliver(dec, buf[:n], at)
+	}
+}
+
+// deliver matches one received packet against the probes in flight.
+func (t *TCPSYN) deliver(dec *tcpDecoder, pkt []byte, at time.Time) {
+	r, err := dec.decode(pkt)
+	if err != nil {
+		t.Malformed.Add(1)
+		return
+	}
+	i := int(r.dport) - int(t.base)
+	if r.dst != t.src || i < 0 || i >= len(t.slots) || !t.slots[i].reserved {
+		t.Foreign.Add(1)
+		return
+	}
+	s := &t.slots[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.active {
+		t.Late.Add(1)
+		return
+	}
+	if r.src != s.dst || r.sport != s.dport {
+		t.Foreign.Add(1)
+		return
+	}
+	var o Outcome
+	switch {
+	case r.syn && r.ackFlag && r.ack == s.seq+1:
+		o = OK
+	case r.rst && (!r.ackFlag || r.ack == s.seq+1):
+		o = Refused
+	case r.ackFlag && !r.syn && !r.rst:
+		o = OK // challenge ACK from a stale half-open entry (see TCPSYN)
+	default:
+		t.Late.Add(1) // a SYN-ACK for an earlier probe of this flow
+		return
+	}
+	s.active = false
+	select {
+	case s.ch <- synAnswer{outcome: o, at: at}:
+	default:
+		t.Duplicate.Add(1)
+	}
+}
+
+// Close releases the socket and the reserved ports. It is safe to call
+// more than once.
+func (t *TCPSYN) Close() {
+	t.closeOnce.Do(func() {
+		if t.sock != nil {
+			t.sock.close()
+		}
+	})
+}
