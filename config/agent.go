@@ -49,8 +49,13 @@ type Probing struct {
 	Protocols []probe.Protocol `json:"protocols"`
 	// MaxProbesPerSecond bounds this agent's total probe rate.
 	MaxProbesPerSecond float64 `json:"maxProbesPerSecond"`
-	// SourcePortBase is the first of the Flows*len(targets)... source
-	// ports the agent reserves for tcp_syn; see docs/agent.md.
+	// MaxTargets caps the targets probed at once; the agent reserves
+	// MaxTargets*Flows source ports for tcp_syn at start.
+	MaxTargets int `json:"maxTargets,omitempty"`
+	// SourcePortBase is where the reserved tcp_syn source ports start.
+	// The default sits above Linux's ephemeral range (32768-60999) so the
+	// kernel's own connections rarely want the same ports; ports in use are
+	// skipped either way. See docs/agent.md.
 	SourcePortBase int `json:"sourcePortBase,omitempty"`
 }
 
@@ -77,7 +82,8 @@ const (
 	DefaultFlows              = 8
 	DefaultMaxProbesPerSecond = 200
 	DefaultPort               = 9808
-	DefaultSourcePortBase     = 33000
+	DefaultSourcePortBase     = 61000
+	DefaultMaxTargets         = 256
 	maxFlows                  = 64
 	maxSourcePorts            = 4096
 )
@@ -126,6 +132,9 @@ func (c *Agent) SetDefaults() {
 	if p.MaxProbesPerSecond == 0 {
 		p.MaxProbesPerSecond = DefaultMaxProbesPerSecond
 	}
+	if p.MaxTargets == 0 {
+		p.MaxTargets = DefaultMaxTargets
+	}
 	if p.SourcePortBase == 0 {
 		p.SourcePortBase = DefaultSourcePortBase
 	}
@@ -157,8 +166,10 @@ func (c *Agent) Validate() error {
 	}
 	if c.Listen == "" {
 		bad("listen", "required, an address:port such as 198.18.1.11:9808")
-	} else if _, err := netip.ParseAddrPort(c.Listen); err != nil {
+	} else if ap, err := netip.ParseAddrPort(c.Listen); err != nil {
 		bad("listen", "%q is not an IP:port (%v)", c.Listen, err)
+	} else if ap.Addr().IsUnspecified() && c.Source == "" {
+		bad("source", "required when listen is %s: the address probes are sent from", ap.Addr())
 	}
 	if c.Source != "" {
 		if a, err := netip.ParseAddr(c.Source); err != nil || !a.Is4() {
@@ -194,8 +205,10 @@ func (c *Agent) Validate() error {
 	if p.SourcePortBase < 1024 || p.SourcePortBase+maxSourcePorts > 65535 {
 		bad("probing.sourcePortBase", "%d not in 1024..%d", p.SourcePortBase, 65535-maxSourcePorts)
 	}
-	if n := len(c.Targets) * p.Flows; n > maxSourcePorts {
-		bad("targets", "%d targets x %d flows = %d source ports, more than the %d the agent reserves", len(c.Targets), p.Flows, n, maxSourcePorts)
+	if p.MaxTargets < 1 || p.MaxTargets*max(p.Flows, 1) > maxSourcePorts {
+		bad("probing.maxTargets", "%d x probing.flows %d must be between 1 and %d source ports", p.MaxTargets, p.Flows, maxSourcePorts)
+	} else if len(c.Targets) > p.MaxTargets {
+		bad("targets", "%d targets, more than probing.maxTargets %d", len(c.Targets), p.MaxTargets)
 	}
 	names := map[string]int{}
 	for i, t := range c.Targets {
@@ -220,6 +233,16 @@ func (c *Agent) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// SourceAddr is the address probes leave from: source, else the listen
+// address's IP. Valid after Validate.
+func (c *Agent) SourceAddr() netip.Addr {
+	if a, err := netip.ParseAddr(c.Source); err == nil {
+		return a
+	}
+	ap, _ := netip.ParseAddrPort(c.Listen)
+	return ap.Addr()
 }
 
 // PerTarget reports whether per-target metric labels are on.

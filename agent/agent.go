@@ -1,0 +1,170 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
+
+	"github.com/netprober/prober/config"
+	"github.com/netprober/prober/probe"
+)
+
+// Target is a peer to probe, from the static config or from discovery.
+type Target struct {
+	Name   string
+	Addr   netip.Addr
+	Class  string // node | pod | lb
+	Port   uint16
+	Labels map[string]string
+}
+
+// TargetsFromConfig converts the static targets of a validated config.
+func TargetsFromConfig(c *config.Agent) []Target {
+	out := make([]Target, 0, len(c.Targets))
+	for _, t := range c.Targets {
+		out = append(out, Target{Name: t.Name, Addr: netip.MustParseAddr(t.Address), Class: t.Class, Port: uint16(t.Port), Labels: t.Labels})
+	}
+	return out
+}
+
+// Agent is the per-node prober process: it probes its targets, keeps the
+// results in sliding windows and serves them.
+type Agent struct {
+	cfg     *config.Agent
+	log     *slog.Logger
+	src     netip.Addr
+	reg     *prometheus.Registry
+	m       *metrics
+	icmp    *probe.ICMP
+	syn     *probe.TCPSYN
+	limiter *rate.Limiter
+	sem     chan struct{} // bounds probes in flight
+	ln      net.Listener
+	srv     *http.Server
+	now     func() time.Time
+
+	mu      sync.Mutex
+	targets map[string]*target
+	probeWG sync.WaitGroup
+}
+
+// New opens every socket the agent needs (probe sockets, the listener), so
+// a missing privilege or a taken port fails here, before anything starts.
+func New(cfg *config.Agent, logger *slog.Logger) (a *Agent, err error) {
+	a = &Agent{
+		cfg:     cfg,
+		log:     logger,
+		src:     cfg.SourceAddr(),
+		reg:     prometheus.NewRegistry(),
+		targets: map[string]*target{},
+		now:     time.Now,
+	}
+	p := cfg.Probing
+	burst := max(1, int(p.MaxProbesPerSecond/10))
+	a.limiter = rate.NewLimiter(rate.Limit(p.MaxProbesPerSecond), burst)
+	a.sem = make(chan struct{}, max(16, int(p.MaxProbesPerSecond*p.Timeout.D().Seconds())+1))
+	a.m = newMetrics(a.reg, cfg.PerTarget(), Version, Revision, GoVersion())
+	defer func() {
+		if err != nil {
+			a.closeEngines()
+		}
+	}()
+	unmatched := map[probe.Protocol]*probe.Unmatched{}
+	if slices.Contains(p.Protocols, probe.ProtocolICMP) {
+		if a.icmp, err = probe.NewICMP(a.src, logger); err != nil {
+			return nil, err
+		}
+		unmatched[probe.ProtocolICMP] = &a.icmp.Unmatched
+	}
+	if slices.Contains(p.Protocols, probe.ProtocolTCPSYN) {
+		a.syn, err = probe.NewTCPSYN(probe.TCPSYNConfig{
+			Source: a.src, PortBase: uint16(p.SourcePortBase), Ports: p.MaxTargets * p.Flows, Logger: logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		unmatched[probe.ProtocolTCPSYN] = &a.syn.Unmatched
+	}
+	a.reg.MustRegister(newUnmatchedCollector(unmatched))
+	if a.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	a.srv = a.newServer()
+	return a, nil
+}
+
+// Registry is the agent's own metrics registry.
+func (a *Agent) Registry() *prometheus.Registry { return a.reg }
+
+// Addr is the address the HTTP endpoints listen on.
+func (a *Agent) Addr() net.Addr { return a.ln.Addr() }
+
+// Run probes the configured targets and serves HTTP until ctx is cancelled,
+// then stops the probes, shuts the server down and returns nil.
+func (a *Agent) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	if a.icmp != nil {
+		g.Go(func() error { return a.icmp.Run(gctx) })
+	}
+	if a.syn != nil {
+		g.Go(func() error { return a.syn.Run(gctx) })
+	}
+	g.Go(func() error {
+		if err := a.srv.Serve(a.ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http serve: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		a.stopProbes()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := a.srv.Shutdown(sctx)
+		a.closeEngines()
+		return err
+	})
+	if err := a.SetTargets(gctx, TargetsFromConfig(a.cfg)); err != nil {
+		a.log.Error("targets", "err", err)
+	}
+	a.log.Info("agent started", "name", a.cfg.Name, "class", a.cfg.Class, "listen", a.ln.Addr().String(),
+		"source", a.src.String(), "targets", len(a.cfg.Targets), "protocols", a.cfg.Probing.Protocols)
+	err := g.Wait()
+	if ctx.Err() != nil && err == nil {
+		a.log.Info("agent stopped")
+	}
+	return err
+}
+
+func (a *Agent) closeEngines() {
+	if a.icmp != nil {
+		a.icmp.Close()
+	}
+	if a.syn != nil {
+		a.syn.Close()
+	}
+	if a.ln != nil {
+		a.ln.Close()
+	}
+}
+
+// stopProbes cancels every target and waits for its probes to end.
+func (a *Agent) stopProbes() {
+	a.mu.Lock()
+	for _, t := range a.targets {
+		t.cancel()
+	}
+	a.mu.Unlock()
+	a.probeWG.Wait()
+}

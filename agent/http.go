@@ -1,0 +1,97 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/probe"
+)
+
+func (a *Agent) newServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg, MaxRequestsInFlight: 4}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET "+api.ObservationsPath, a.serveObservations)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "prober agent %s (%s)\n\n/metrics\n/healthz\n%s\n", a.cfg.Name, Version, api.ObservationsPath)
+	})
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+	}
+}
+
+func (a *Agent) serveObservations(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	if r.URL.Query().Has("pretty") {
+		enc.SetIndent("", "  ")
+	}
+	if err := enc.Encode(a.Observations()); err != nil {
+		a.log.Debug("observations write", "err", err)
+	}
+}
+
+// Observations snapshots every target's windows.
+func (a *Agent) Observations() api.Observations {
+	now := a.now()
+	since := now.Add(-a.cfg.Probing.Window.D())
+	obs := api.Observations{
+		SchemaVersion: api.SchemaVersion,
+		Agent: api.Agent{
+			Name: a.cfg.Name, Class: a.cfg.Class, Address: a.src.String(),
+			Labels: a.cfg.Labels, Version: Version,
+		},
+		Time:          now,
+		WindowSeconds: a.cfg.Probing.Window.D().Seconds(),
+		Targets:       []api.Target{},
+	}
+	a.mu.Lock()
+	ts := make([]*target, 0, len(a.targets))
+	for _, t := range a.targets {
+		ts = append(ts, t)
+	}
+	a.mu.Unlock()
+	slices.SortFunc(ts, func(x, y *target) int { return strings.Compare(x.Name, y.Name) })
+	var rtts []float64
+	for _, t := range ts {
+		at := api.Target{Name: t.Name, Address: t.Addr.String(), Class: t.Class, Labels: t.Labels, Path: t.path}
+		t.mu.Lock()
+		for _, proto := range a.cfg.Probing.Protocols {
+			ps, ok := t.protos[proto]
+			if !ok {
+				continue
+			}
+			p := api.Protocol{Protocol: string(proto)}
+			rtts = rtts[:0]
+			for i, w := range ps.flows {
+				var st api.Stats
+				st, rtts = w.stats(since, rtts)
+				p.Sent += st.Sent
+				p.Lost += st.Lost
+				p.Errors += st.Errors
+				if proto == probe.ProtocolTCPSYN {
+					p.Flows = append(p.Flows, api.Flow{SourcePort: t.ports[i], Stats: st})
+				} else {
+					p.LastResult = st.LastResult
+				}
+			}
+			finish(&p.Stats, rtts)
+			at.Protocols = append(at.Protocols, p)
+		}
+		t.mu.Unlock()
+		obs.Targets = append(obs.Targets, at)
+	}
+	return obs
+}

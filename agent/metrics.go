@@ -1,0 +1,142 @@
+package agent
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/netprober/prober/probe"
+)
+
+// metrics are the agent's Prometheus series. Labels are bounded: protocol,
+// path (six classes), reason, and target (a peer name, only when
+// metrics.perTarget is on, and deleted when the peer leaves). RTT
+// histograms are by protocol and path only; per-pair RTT is in the
+// observations API.
+type metrics struct {
+	perTarget bool
+	sent      *prometheus.CounterVec
+	lost      *prometheus.CounterVec
+	rtt       *prometheus.HistogramVec
+	errors    *prometheus.CounterVec
+	targets   prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer, perTarget bool, version, revision, goVersion string) *metrics {
+	f := promauto.With(reg)
+	labels := []string{"protocol", "path"}
+	if perTarget {
+		labels = append(labels, "target")
+	}
+	m := &metrics{
+		perTarget: perTarget,
+		sent: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "prober_probes_sent_total",
+			Help: "Probes that left the agent (lost or answered), by protocol, path class and target.",
+		}, labels),
+		lost: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "prober_probes_lost_total",
+			Help: "Probes with no answer before the timeout, by protocol, path class and target.",
+		}, labels),
+		rtt: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "prober_rtt_seconds",
+			Help:    "Round-trip time of answered probes, by protocol and path class.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}, []string{"protocol", "path"}),
+		errors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "prober_probe_errors_total",
+			Help: "Probes that could not be sent or read locally (not loss), by protocol and reason.",
+		}, []string{"protocol", "reason"}),
+		targets: f.NewGauge(prometheus.GaugeOpts{
+			Name: "prober_targets",
+			Help: "Targets this agent probes now.",
+		}),
+	}
+	f.NewGauge(prometheus.GaugeOpts{
+		Name:        "prober_build_info",
+		Help:        "Build information; the value is 1.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": goVersion},
+	}).Set(1)
+	return m
+}
+
+// series are one (target, protocol)'s pre-resolved counters, so recording
+// a result does no label lookup.
+type series struct {
+	sent, lost prometheus.Counter
+	rtt        prometheus.Observer
+}
+
+func (m *metrics) seriesFor(proto probe.Protocol, path, target string) series {
+	lv := []string{string(proto), path}
+	if m.perTarget {
+		lv = append(lv, target)
+	}
+	return series{
+		sent: m.sent.WithLabelValues(lv...),
+		lost: m.lost.WithLabelValues(lv...),
+		rtt:  m.rtt.WithLabelValues(string(proto), path),
+	}
+}
+
+// forget deletes a departed target's series.
+func (m *metrics) forget(target string) {
+	if !m.perTarget {
+		return
+	}
+	m.sent.DeletePartialMatch(prometheus.Labels{"target": target})
+	m.lost.DeletePartialMatch(prometheus.Labels{"target": target})
+}
+
+func (m *metrics) record(s series, proto probe.Protocol, r probe.Result) {
+	switch r.Outcome {
+	case probe.OK, probe.Refused:
+		s.sent.Inc()
+		s.rtt.Observe(r.RTT.Seconds())
+	case probe.Lost:
+		s.sent.Inc()
+		s.lost.Inc()
+	case probe.LocalError:
+		reason := r.Reason
+		if reason == "" {
+			reason = "other"
+		}
+		m.errors.WithLabelValues(string(proto), reason).Inc()
+	}
+}
+
+// unmatchedCollector exports the engines' counters of replies that
+// matched no probe, read at scrape time.
+type unmatchedCollector struct {
+	engines   map[probe.Protocol]*probe.Unmatched
+	unmatched *prometheus.Desc
+	recvErr   *prometheus.Desc
+}
+
+func newUnmatchedCollector(engines map[probe.Protocol]*probe.Unmatched) *unmatchedCollector {
+	return &unmatchedCollector{
+		engines: engines,
+		unmatched: prometheus.NewDesc("prober_replies_unmatched_total",
+			"Received packets that answered no probe in flight (late, duplicate, foreign, malformed), dropped.",
+			[]string{"protocol", "reason"}, nil),
+		recvErr: prometheus.NewDesc("prober_receive_errors_total",
+			"Errors reading a probe socket.", []string{"protocol"}, nil),
+	}
+}
+
+func (c *unmatchedCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.unmatched
+	ch <- c.recvErr
+}
+
+func (c *unmatchedCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, proto := range probe.Protocols {
+		u, ok := c.engines[proto]
+		if !ok {
+			continue
+		}
+		for reason, v := range u.UnmatchedCounts() {
+			ch <- prometheus.MustNewConstMetric(c.unmatched, prometheus.CounterValue, float64(v), string(proto), reason)
+		}
+		ch <- prometheus.MustNewConstMetric(c.recvErr, prometheus.CounterValue, float64(u.RecvErrors.Load()), string(proto))
+	}
+}

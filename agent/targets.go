@@ -1,0 +1,188 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/netprober/prober/config"
+	"github.com/netprober/prober/probe"
+)
+
+// target is one peer being probed and its windows.
+type target struct {
+	Target
+	path   string
+	cancel context.CancelFunc
+	done   chan struct{}
+	ports  []uint16 // tcp_syn source ports, one per flow
+
+	mu     sync.Mutex
+	protos map[probe.Protocol]*protoState
+}
+
+type protoState struct {
+	series series
+	flows  []*window
+}
+
+// SetTargets makes ts the set of probed targets: new ones start, departed
+// ones stop and their series are deleted, unchanged ones go on undisturbed.
+// The agent itself is never its own target.
+func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
+	want := map[string]Target{}
+	for _, t := range ts {
+		if t.Name != a.cfg.Name {
+			want[t.Name] = t
+		}
+	}
+	var errs []error
+	a.mu.Lock()
+	var gone []*target
+	for name, t := range a.targets {
+		if w, ok := want[name]; !ok || w.Addr != t.Addr || w.Port != t.Port || w.Class != t.Class {
+			gone = append(gone, t)
+			delete(a.targets, name)
+		}
+	}
+	a.mu.Unlock()
+	for _, t := range gone {
+		a.stopTarget(t)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	names := make([]string, 0, len(want))
+	for name := range want {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if _, ok := a.targets[name]; ok {
+			continue
+		}
+		if len(a.targets) >= a.cfg.Probing.MaxTargets {
+			errs = append(errs, fmt.Errorf("target %s skipped: probing.maxTargets %d reached", name, a.cfg.Probing.MaxTargets))
+			continue
+		}
+		t, err := a.startTarget(ctx, want[name])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		a.targets[name] = t
+	}
+	a.m.targets.Set(float64(len(a.targets)))
+	return errors.Join(errs...)
+}
+
+func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
+	p := a.cfg.Probing
+	t := &target{Target: tg, path: config.Path(a.cfg.Class, tg.Class), done: make(chan struct{}), protos: map[probe.Protocol]*protoState{}}
+	if a.syn != nil {
+		ports, err := a.syn.AllocPorts(p.Flows)
+		if err != nil {
+			return nil, fmt.Errorf("target %s: %w", tg.Name, err)
+		}
+		t.ports = ports
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	t.cancel = cancel
+	var wg sync.WaitGroup
+	for _, proto := range p.Protocols {
+		flows := 1
+		switch proto {
+		case probe.ProtocolTCPSYN:
+			flows = len(t.ports)
+		case probe.ProtocolICMP:
+		default:
+			continue // engines of later issues
+		}
+		ps := &protoState{series: a.m.seriesFor(proto, t.path, tg.Name)}
+		for range flows {
+			ps.flows = append(ps.flows, newWindow(p.Window.D(), p.Interval.D()))
+		}
+		t.protos[proto] = ps
+		for flow := range flows {
+			wg.Add(1)
+			a.probeWG.Add(1)
+			go func() {
+				defer a.probeWG.Done()
+				defer wg.Done()
+				a.loop(tctx, t, proto, flow)
+			}()
+		}
+	}
+	go func() {
+		wg.Wait()
+		close(t.done)
+	}()
+	a.log.Debug("target added", "peer", tg.Name, "address", tg.Addr.String(), "path", t.path)
+	return t, nil
+}
+
+func (a *Agent) stopTarget(t *target) {
+	t.cancel()
+	<-t.done
+	if a.syn != nil && t.ports != nil {
+		a.syn.FreePorts(t.ports)
+	}
+	a.m.forget(t.Name)
+	a.log.Debug("target removed", "peer", t.Name)
+}
+
+// loop probes one (target, protocol, flow) every interval, with ±10%
+// jitter and a random first offset so a thousand targets don't fire in
+// step. A probe that outlasts the interval delays the next one: a flow
+// never has two probes in flight.
+func (a *Agent) loop(ctx context.Context, t *target, proto probe.Protocol, flow int) {
+	interval := a.cfg.Probing.Interval.D()
+	timeout := a.cfg.Probing.Timeout.D()
+	timer := time.NewTimer(rand.N(interval))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		start := time.Now()
+		if a.limiter.Wait(ctx) != nil {
+			return
+		}
+		select {
+		case a.sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		var r probe.Result
+		pt := probe.Target{Addr: t.Addr, Port: t.Port}
+		switch proto {
+		case probe.ProtocolICMP:
+			r = a.icmp.Probe(ctx, pt, timeout)
+		case probe.ProtocolTCPSYN:
+			r = a.syn.Probe(ctx, pt, t.ports[flow], timeout)
+		}
+		<-a.sem
+		if ctx.Err() != nil {
+			return // cancelled mid-probe: neither sent nor lost
+		}
+		a.record(t, proto, flow, r)
+		next := interval + time.Duration((rand.Float64()-0.5)*0.2*float64(interval))
+		timer.Reset(max(0, next-time.Since(start)))
+	}
+}
+
+func (a *Agent) record(t *target, proto probe.Protocol, flow int, r probe.Result) {
+	ps := t.protos[proto]
+	t.mu.Lock()
+	ps.flows[flow].add(a.now(), r)
+	t.mu.Unlock()
+	a.m.record(ps.series, proto, r)
+	if r.Outcome == probe.LocalError {
+		a.log.Debug("probe error", "peer", t.Name, "protocol", string(proto), "reason", r.Reason, "err", r.Err)
+	}
+}
