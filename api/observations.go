@@ -40,6 +40,11 @@ type Target struct {
 	// EstablishedFlowBlackhole is set when PINGs on the long-lived HTTP/2
 	// connection die while new flows (tcp_syn) to the same target pass.
 	EstablishedFlowBlackhole bool `json:"establishedFlowBlackhole,omitempty"`
+	// Backends names the nodes or pods behind an lb target (its Service
+	// endpoints), when the agent knows them. The matrix compares the VIP's
+	// loss with the backends' direct paths to tell an LB fault from a
+	// fabric one; without it, it compares with the sources' other paths.
+	Backends []string `json:"backends,omitempty"`
 }
 
 // Protocol is one protocol's totals towards a target over the window.

@@ -1,0 +1,3 @@
+package matrix
+
+type localizer struct{}

@@ -1,0 +1,255 @@
+package matrix
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/netprober/prober/api"
+)
+
+// Matrix holds every agent's latest observations and the state Localize
+// carries across rounds (when each suspect first appeared).
+type Matrix struct {
+	cfg  Config
+	hops hopTable
+
+	agents map[string]*agentState
+
+	// addrID interns traced hop addresses; addrs is the reverse.
+	addrID map[string]int32
+	addrs  []string
+
+	// since is the first round each suspect (kind/name) appeared in.
+	since map[string]time.Time
+
+	loc localizer // scratch reused across Localize rounds
+}
+
+// agentState is one agent's latest report, in storage reused from report
+// to report so that Observe allocates nothing in steady state. Strings are
+// shared with the decoded observations (Go strings are immutable); slices
+// are copied.
+type agentState struct {
+	name, class, address string
+	group, node          string // GroupBy value; the "node" label (pods)
+	seen, reported       time.Time
+	window               float64
+
+	targets  []targetRec
+	protos   []protoRec
+	flows    []flowRec
+	hops     []int32 // addrID per traced hop, -1 for a silent hop
+	backends []string
+}
+
+type targetRec struct {
+	name, address, class, path string
+	group, node                string
+	blackhole                  bool
+	protoStart, protoEnd       int32
+	backendStart, backendEnd   int32
+}
+
+type protoRec struct {
+	protocol           string
+	stats              api.Stats
+	flowStart, flowEnd int32
+}
+
+type flowRec struct {
+	sourcePort       uint16
+	traced           bool
+	suspectHop       int16
+	sent, lost       uint64
+	hopStart, hopEnd int32
+}
+
+// New returns an empty Matrix, or every problem with cfg at once.
+func New(cfg Config) (*Matrix, error) {
+	var errs []error
+	if cfg.GroupBy == "" {
+		cfg.GroupBy = "node"
+	}
+	if cfg.K < 0 {
+		errs = append(errs, fmt.Errorf("k: %d is negative", cfg.K))
+	}
+	if cfg.K == 0 {
+		cfg.K = 20
+	}
+	if cfg.MaxAge < 0 {
+		errs = append(errs, fmt.Errorf("maxAge: %v is negative", cfg.MaxAge))
+	}
+	if cfg.MaxAge == 0 {
+		cfg.MaxAge = 2 * time.Minute
+	}
+	th := cfg.Thresholds
+	if th.Healthy < 0 || th.Healthy >= 1 {
+		errs = append(errs, fmt.Errorf("thresholds.healthy: %v not in [0, 1)", th.Healthy))
+	}
+	if th.Alpha < 0 || th.Alpha >= 1 {
+		errs = append(errs, fmt.Errorf("thresholds.alpha: %v not in [0, 1)", th.Alpha))
+	}
+	if th.VoteShare < 0 || th.VoteShare > 1 {
+		errs = append(errs, fmt.Errorf("thresholds.voteShare: %v not in [0, 1]", th.VoteShare))
+	}
+	if th.RackShare < 0 || th.RackShare > 1 {
+		errs = append(errs, fmt.Errorf("thresholds.rackShare: %v not in [0, 1]", th.RackShare))
+	}
+	cfg.Thresholds.setDefaults()
+	hops, err := parseHops(cfg.Hops)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("matrix config: %w", err)
+	}
+	return &Matrix{
+		cfg:    cfg,
+		hops:   hops,
+		agents: map[string]*agentState{},
+		addrID: map[string]int32{},
+		since:  map[string]time.Time{},
+	}, nil
+}
+
+// Observe replaces the latest report of obs.Agent.Name, received at now.
+// It copies what it keeps, so the caller may reuse obs afterwards. In
+// steady state (the same agents reporting similar sizes) it allocates
+// nothing.
+func (m *Matrix) Observe(now time.Time, obs api.Observations) error {
+	if obs.Agent.Name == "" {
+		return errors.New("observations: agent.name is empty")
+	}
+	if obs.SchemaVersion != 0 && obs.SchemaVersion != api.SchemaVersion {
+		return fmt.Errorf("observations from %s: schemaVersion %d, want %d", obs.Agent.Name, obs.SchemaVersion, api.SchemaVersion)
+	}
+	a := m.agents[obs.Agent.Name]
+	if a == nil {
+		a = &agentState{name: strings.Clone(obs.Agent.Name)}
+		m.agents[a.name] = a
+	}
+	a.class, a.address = obs.Agent.Class, obs.Agent.Address
+	a.group = m.groupOf(a.name, obs.Agent.Labels)
+	a.node = obs.Agent.Labels["node"]
+	a.seen, a.reported, a.window = now, obs.Time, obs.WindowSeconds
+	a.targets, a.protos, a.flows = a.targets[:0], a.protos[:0], a.flows[:0]
+	a.hops, a.backends = a.hops[:0], a.backends[:0]
+	for i := range obs.Targets {
+		t := &obs.Targets[i]
+		if t.Name == "" && t.Address == "" {
+			continue
+		}
+		tr := targetRec{
+			name: t.Name, address: t.Address, class: t.Class, path: t.Path,
+			group: m.groupOf(t.Name, t.Labels), node: t.Labels["node"],
+			blackhole:    t.EstablishedFlowBlackhole,
+			protoStart:   int32(len(a.protos)),
+			backendStart: int32(len(a.backends)),
+		}
+		if tr.name == "" {
+			tr.name = t.Address
+		}
+		a.backends = append(a.backends, t.Backends...)
+		tr.backendEnd = int32(len(a.backends))
+		for j := range t.Protocols {
+			p := &t.Protocols[j]
+			pr := protoRec{protocol: p.Protocol, stats: p.Stats, flowStart: int32(len(a.flows))}
+			sanitize(&pr.stats)
+			for k := range p.Flows {
+				a.flows = append(a.flows, m.flowOf(a, &p.Flows[k]))
+			}
+			pr.flowEnd = int32(len(a.flows))
+			a.protos = append(a.protos, pr)
+		}
+		tr.protoEnd = int32(len(a.protos))
+		a.targets = append(a.targets, tr)
+	}
+	return nil
+}
+
+// sanitize makes agent-supplied counts consistent: lost never exceeds
+// sent, and the ratio is recomputed rather than trusted.
+func sanitize(s *api.Stats) {
+	if s.Lost > s.Sent {
+		s.Lost = s.Sent
+	}
+	s.LossRatio = 0
+	if s.Sent > 0 {
+		s.LossRatio = float64(s.Lost) / float64(s.Sent)
+	}
+}
+
+func (m *Matrix) flowOf(a *agentState, f *api.Flow) flowRec {
+	fr := flowRec{sourcePort: f.SourcePort, sent: f.Sent, lost: f.Lost, suspectHop: -1}
+	if fr.lost > fr.sent {
+		fr.lost = fr.sent
+	}
+	fr.hopStart = int32(len(a.hops))
+	if f.Path != nil && len(f.Path.Hops) > 0 {
+		fr.traced = true
+		if f.Path.SuspectHop >= 0 && f.Path.SuspectHop < len(f.Path.Hops) && f.Path.SuspectHop < 1<<15 {
+			fr.suspectHop = int16(f.Path.SuspectHop)
+		}
+		hops := f.Path.Hops
+		if len(hops) > maxHops {
+			hops = hops[:maxHops]
+		}
+		for _, h := range hops {
+			a.hops = append(a.hops, m.intern(h))
+		}
+	}
+	fr.hopEnd = int32(len(a.hops))
+	return fr
+}
+
+// maxHops bounds a traced path; a longer one is a loop or garbage.
+const maxHops = 64
+
+func (m *Matrix) intern(addr string) int32 {
+	if addr == "" {
+		return -1
+	}
+	if id, ok := m.addrID[addr]; ok {
+		return id
+	}
+	id := int32(len(m.addrs))
+	addr = strings.Clone(addr)
+	m.addrs = append(m.addrs, addr)
+	m.addrID[addr] = id
+	return id
+}
+
+func (m *Matrix) groupOf(name string, labels map[string]string) string {
+	if v := labels[m.cfg.GroupBy]; v != "" {
+		return v
+	}
+	if m.cfg.GroupBy == "node" {
+		if v := labels["node"]; v != "" {
+			return v
+		}
+		return name
+	}
+	return ""
+}
+
+// Forget drops agent's report at once (it left the cluster).
+func (m *Matrix) Forget(agent string) { delete(m.agents, agent) }
+
+// fresh returns the agents whose last report is at most MaxAge old at
+// now, sorted by name.
+func (m *Matrix) fresh(now time.Time) (fresh []*agentState, stale []*agentState) {
+	for _, a := range m.agents {
+		if now.Sub(a.seen) <= m.cfg.MaxAge {
+			fresh = append(fresh, a)
+		} else {
+			stale = append(stale, a)
+		}
+	}
+	byName := func(x, y *agentState) int { return strings.Compare(x.name, y.name) }
+	slices.SortFunc(fresh, byName)
+	slices.SortFunc(stale, byName)
+	return fresh, stale
+}
