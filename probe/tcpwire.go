@@ -17,7 +17,10 @@ type synEncoder struct {
 	tcp  layers.TCP
 	opts [1]layers.TCPOption
 	mss  [2]byte
-	buf  gopacket.SerializeBuffer
+	// srcB and dstB back the layer's address slices, so setting them does
+	// not move a local array to the heap.
+	srcB, dstB [4]byte
+	buf        gopacket.SerializeBuffer
 }
 
 func newSYNEncoder() *synEncoder {
@@ -46,9 +49,9 @@ func (e *synEncoder) encode(p synPacket) ([]byte, error) {
 	if !p.src.Is4() || !p.dst.Is4() {
 		return nil, errors.New("tcp_syn: IPv4 addresses only")
 	}
-	s, d := p.src.As4(), p.dst.As4()
-	e.ip.SrcIP = s[:]
-	e.ip.DstIP = d[:]
+	e.srcB, e.dstB = p.src.As4(), p.dst.As4()
+	e.ip.SrcIP = e.srcB[:]
+	e.ip.DstIP = e.dstB[:]
 	e.ip.TTL = p.ttl
 	e.ip.Id = p.ipID
 	e.tcp.SrcPort = layers.TCPPort(p.sport)

@@ -1,0 +1,120 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestGoodConfigs(t *testing.T) {
+	t.Parallel()
+	files, _ := filepath.Glob("testdata/good/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no testdata/good files")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			c, err := LoadAgent(f)
+			if err != nil {
+				t.Fatalf("LoadAgent: %v", err)
+			}
+			if c.Probing.Interval.D() <= 0 || c.Probing.Flows <= 0 || len(c.Probing.Protocols) == 0 {
+				t.Errorf("defaults not applied: %+v", c.Probing)
+			}
+			if !c.SourceAddr().IsValid() || c.SourceAddr().IsUnspecified() {
+				t.Errorf("SourceAddr = %v", c.SourceAddr())
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := LoadAgent("testdata/good/minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Probing.Interval.D() != time.Second || c.Probing.Window.D() != time.Minute || c.Probing.Flows != 8 ||
+		c.Probing.MaxProbesPerSecond != 200 || !c.PerTarget() || c.Targets[0].Port != DefaultPort {
+		t.Errorf("defaults: %+v perTarget %v port %d", c.Probing, c.PerTarget(), c.Targets[0].Port)
+	}
+}
+
+// The tests pin the field each message names, not the libraries' wording.
+func TestBadConfigs(t *testing.T) {
+	t.Parallel()
+	want := map[string][]string{
+		"unknown-field":         {"probing.intervall", "unknown field"},
+		"bad-class":             {"class", `"router"`, "node, pod"},
+		"missing-name":          {"name: required"},
+		"bad-duration":          {"probing.timeout"},
+		"bad-protocol":          {"probing.protocols[1]", `"udp"`, "icmp, tcp_syn, http2_ping"},
+		"bad-target":            {"targets[0].address", "198.18.2.300"},
+		"duplicate-target":      {"targets[1].name", "targets[0]"},
+		"duplicate-key":         {`"name"`},
+		"bad-listen":            {"listen"},
+		"unspecified-no-source": {"source: required"},
+		"too-many-flows":        {"probing.flows", "65"},
+		"window-short":          {"probing.window"},
+		"wrong-type":            {"probing.flows", "number"},
+		"empty":                 {"empty"},
+	}
+	files, _ := filepath.Glob("testdata/bad/*.yaml")
+	if len(files) != len(want) {
+		t.Errorf("%d bad files, %d expectations", len(files), len(want))
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			_, err := LoadAgent(f)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, f+": ") {
+				t.Errorf("message does not start with the file name: %q", msg)
+			}
+			for _, w := range want[name] {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q lacks %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+func TestAllProblemsAtOnce(t *testing.T) {
+	t.Parallel()
+	_, err := ParseAgent("x.yaml", []byte("class: x\nprobing: {flows: 100, protocols: [udp]}\ntargets: [{name: a, address: nope, class: foo, port: 70000}]\n"))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	for _, field := range []string{"name", "class", "listen", "probing.flows", "probing.protocols[0]", "targets[0].address", "targets[0].class", "targets[0].port"} {
+		found := false
+		for _, l := range lines {
+			found = found || strings.HasPrefix(l, "x.yaml: "+field+":")
+		}
+		if !found {
+			t.Errorf("no line for %s in:\n%s", field, err)
+		}
+	}
+}
+
+func FuzzConfig(f *testing.F) {
+	for _, dir := range []string{"testdata/good", "testdata/bad"} {
+		files, _ := filepath.Glob(dir + "/*.yaml")
+		for _, file := range files {
+			b, _ := os.ReadFile(file)
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := ParseAgent("fuzz.yaml", b)
+		if err == nil && (c.Validate() != nil || !c.SourceAddr().IsValid()) {
+			t.Fatalf("accepted a config that does not validate: %s", b)
+		}
+	})
+}
