@@ -61,8 +61,8 @@ type Agent struct {
 
 // New opens every socket the agent needs (probe sockets, the listener), so
 // a missing privilege or a taken port fails here, before anything starts.
-func New(cfg *config.Agent, logger *slog.Logger) (a *Agent, err error) {
-	a = &Agent{
+func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
+	a := &Agent{
 		cfg:     cfg,
 		log:     logger,
 		src:     cfg.SourceAddr(),

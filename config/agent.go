@@ -202,11 +202,10 @@ func (c *Agent) Validate() error {
 	if p.MaxProbesPerSecond < 0 {
 		bad("probing.maxProbesPerSecond", "must be positive, got %g", p.MaxProbesPerSecond)
 	}
-	if p.SourcePortBase < 1024 || p.SourcePortBase+maxSourcePorts > 65535 {
-		bad("probing.sourcePortBase", "%d not in 1024..%d", p.SourcePortBase, 65535-maxSourcePorts)
-	}
 	if p.MaxTargets < 1 || p.MaxTargets*max(p.Flows, 1) > maxSourcePorts {
 		bad("probing.maxTargets", "%d x probing.flows %d must be between 1 and %d source ports", p.MaxTargets, p.Flows, maxSourcePorts)
+	} else if p.SourcePortBase < 1024 || p.SourcePortBase+p.MaxTargets*p.Flows > 65536 {
+		bad("probing.sourcePortBase", "%d: the %d source ports (maxTargets x flows) must fit in 1024..65535", p.SourcePortBase, p.MaxTargets*p.Flows)
 	} else if len(c.Targets) > p.MaxTargets {
 		bad("targets", "%d targets, more than probing.maxTargets %d", len(c.Targets), p.MaxTargets)
 	}

@@ -1,0 +1,226 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/config"
+)
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_NET_RAW) for raw sockets; CI runs as root")
+	}
+}
+
+// loopbackAgent runs an agent on 127.0.0.1 probing listeners on loopback.
+func loopbackAgent(t *testing.T, yaml string) (*Agent, string) {
+	t.Helper()
+	cfg, err := config.ParseAgent("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return within 10s of cancel")
+		}
+	})
+	return a, "http://" + a.Addr().String()
+}
+
+func TestAgentLoopback(t *testing.T) {
+	needRoot(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	a, base := loopbackAgent(t, `
+name: lo1
+class: pod
+listen: 127.0.0.1:0
+probing: {interval: 50ms, timeout: 500ms, window: 10s, flows: 3, sourcePortBase: 62000, maxTargets: 4}
+targets:
+  - {name: up, address: 127.0.0.1, class: node, port: `+itoa(port)+`}
+  - {name: vip, address: 127.0.0.1, class: lb, port: `+itoa(port)+`}
+`)
+	deadline := time.Now().Add(5 * time.Second)
+	var obs api.Observations
+	for time.Now().Before(deadline) {
+		obs = getObservations(t, base)
+		if len(obs.Targets) == 2 && obs.Targets[0].Protocols[1].Sent >= 9 && obs.Targets[1].Protocols[0].Sent >= 3 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if obs.Agent.Name != "lo1" || obs.Agent.Class != "pod" || obs.WindowSeconds != 10 {
+		t.Errorf("identity: %+v window %v", obs.Agent, obs.WindowSeconds)
+	}
+	if len(obs.Targets) != 2 {
+		t.Fatalf("%d targets, want 2", len(obs.Targets))
+	}
+	paths := map[string]string{}
+	for _, tg := range obs.Targets {
+		paths[tg.Name] = tg.Path
+		for _, p := range tg.Protocols {
+			if p.Sent == 0 || p.Lost != 0 || p.RTTP50 <= 0 {
+				t.Errorf("%s/%s: %+v", tg.Name, p.Protocol, p.Stats)
+			}
+		}
+		syn := tg.Protocols[1]
+		if syn.Protocol != "tcp_syn" || len(syn.Flows) != 3 {
+			t.Fatalf("%s: tcp_syn with %d flows, want 3", tg.Name, len(syn.Flows))
+		}
+		ports := map[uint16]bool{}
+		for _, f := range syn.Flows {
+			ports[f.SourcePort] = true
+		}
+		if len(ports) != 3 {
+			t.Errorf("%s: flows share source ports: %+v", tg.Name, syn.Flows)
+		}
+	}
+	if paths["up"] != "pod_to_node" || paths["vip"] != "pod_to_lb" {
+		t.Errorf("paths %v", paths)
+	}
+
+	if problems, err := testutil.GatherAndLint(a.Registry()); err != nil || len(problems) > 0 {
+		t.Errorf("promlint: %v %v", err, problems)
+	}
+	if n := testutil.CollectAndCount(a.m.sent); n != 4 {
+		t.Errorf("%d sent series, want 4 (2 targets x 2 protocols)", n)
+	}
+	// A target that leaves stops being probed and its series go.
+	if err := a.SetTargets(context.Background(), TargetsFromConfig(a.cfg)[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(a.m.sent); n != 2 {
+		t.Errorf("after removing vip: %d sent series, want 2", n)
+	}
+	metrics := get(t, base+"/metrics")
+	if strings.Contains(metrics, `target="vip"`) {
+		t.Error("/metrics still has target=\"vip\"")
+	}
+	for _, want := range []string{"prober_build_info{", `prober_probes_sent_total{path="pod_to_node",protocol="tcp_syn",target="up"}`, "prober_rtt_seconds_bucket{", `prober_replies_unmatched_total{protocol="tcp_syn",reason="late"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if got := getObservations(t, base); len(got.Targets) != 1 {
+		t.Errorf("observations after removal: %d targets", len(got.Targets))
+	}
+	if body := get(t, base+"/healthz"); strings.TrimSpace(body) != "ok" {
+		t.Errorf("healthz %q", body)
+	}
+}
+
+func TestAgentPerTargetOff(t *testing.T) {
+	needRoot(t)
+	a, base := loopbackAgent(t, `
+name: lo2
+class: node
+listen: 127.0.0.1:0
+metrics: {perTarget: false}
+probing: {interval: 50ms, protocols: [icmp], sourcePortBase: 62500, maxTargets: 2}
+targets: [{name: self, address: 127.0.0.1, class: node, port: 9}]
+`)
+	time.Sleep(300 * time.Millisecond)
+	if m := get(t, base+"/metrics"); strings.Contains(m, "target=") || !strings.Contains(m, `prober_probes_sent_total{path="node_to_node",protocol="icmp"}`) {
+		t.Errorf("perTarget false: target label present or series missing:\n%s", grep(m, "prober_probes_sent_total"))
+	}
+	if problems, err := testutil.GatherAndLint(a.Registry()); err != nil || len(problems) > 0 {
+		t.Errorf("promlint: %v %v", err, problems)
+	}
+}
+
+func TestNewFailsBeforeStarting(t *testing.T) {
+	needRoot(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg, err := config.ParseAgent("t.yaml", []byte("name: x\nclass: node\nlisten: "+ln.Addr().String()+"\nprobing: {sourcePortBase: 63000, maxTargets: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "listen") {
+		t.Fatalf("New on a taken port: %v", err)
+	}
+	// Its sockets were released: a second agent can reserve the same ports.
+	ln.Close()
+	cfg.Listen = "127.0.0.1:0"
+	a, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("New after a failed New: %v", err)
+	}
+	a.closeEngines()
+	if a.src != netip.MustParseAddr("127.0.0.1") {
+		t.Errorf("source %v", a.src)
+	}
+}
+
+func getObservations(t *testing.T, base string) api.Observations {
+	t.Helper()
+	var obs api.Observations
+	if err := json.Unmarshal([]byte(get(t, base+api.ObservationsPath)), &obs); err != nil {
+		t.Fatal(err)
+	}
+	return obs
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	if _, err := io.Copy(&b, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	return b.String()
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

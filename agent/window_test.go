@@ -1,0 +1,53 @@
+package agent
+
+import (
+	"testing"
+	"time"
+
+	"github.com/netprober/prober/probe"
+)
+
+func TestWindowStats(t *testing.T) {
+	t.Parallel()
+	w := newWindow(10*time.Second, time.Second) // 12 slots
+	t0 := time.Unix(1000, 0)
+	// 20 probes, one per second: only the last 10 s count, and the ring
+	// (12 slots) has overwritten the oldest.
+	for i := range 20 {
+		r := probe.Result{Outcome: probe.OK, RTT: time.Duration(i+1) * time.Millisecond}
+		if i%4 == 0 {
+			r = probe.Result{Outcome: probe.Lost}
+		}
+		if i == 19 {
+			r = probe.Result{Outcome: probe.LocalError}
+		}
+		w.add(t0.Add(time.Duration(i)*time.Second), r)
+	}
+	st, rtts := w.stats(t0.Add(10*time.Second), nil)
+	// i = 10..19: lost at 12, 16; local error at 19; answered 10,11,13,14,15,17,18.
+	if st.Sent != 9 || st.Lost != 2 || st.Errors != 1 {
+		t.Fatalf("sent %d lost %d errors %d, want 9 2 1", st.Sent, st.Lost, st.Errors)
+	}
+	if len(rtts) != 7 {
+		t.Fatalf("%d rtts, want 7", len(rtts))
+	}
+	if got, want := st.LossRatio, 2.0/9; got != want {
+		t.Errorf("loss ratio %v, want %v", got, want)
+	}
+	if st.RTTP50 != 0.015 || st.RTTP99 != 0.019 {
+		t.Errorf("p50 %v p99 %v, want 0.015 0.019", st.RTTP50, st.RTTP99)
+	}
+	if st.LastResult != "local_error" {
+		t.Errorf("last %q", st.LastResult)
+	}
+	if st, _ := newWindow(time.Minute, time.Second).stats(t0, nil); st.Sent != 0 || st.LastResult != "" || st.LossRatio != 0 {
+		t.Errorf("empty window: %+v", st)
+	}
+}
+
+func TestWindowBounded(t *testing.T) {
+	t.Parallel()
+	if n := len(newWindow(time.Hour, 10*time.Millisecond).ring); n != maxWindowSamples {
+		t.Errorf("ring of %d samples, want the %d cap", n, maxWindowSamples)
+	}
+}
