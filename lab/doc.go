@@ -1,0 +1,71 @@
+// Package lab builds a data-center fabric out of Linux network namespaces
+// on one machine, and breaks it on purpose: the ground truth that
+// prober's agents and matrix are tested against. It needs root (or
+// CAP_NET_ADMIN and CAP_SYS_ADMIN) and nothing else: links, addresses and
+// routes go through netlink (github.com/vishvananda/netlink), the load
+// balancer and every fault through nftables
+// (github.com/google/nftables); no ip or nft binaries.
+//
+// # Topology
+//
+// S spines and R racks, each rack a ToR with N nodes, each node with P
+// pods, and optionally an LB. Every device is a namespace named
+// <prefix>-<device>, pinned under /run/netns as `ip netns add` does:
+//
+//	plab-spine1 .. plab-spineS   spines
+//	plab-tor1 .. plab-torR       ToRs (top-of-rack routers)
+//	plab-n21                     rack 2, node 1
+//	plab-n21p1                   pod 1 of node n21
+//	plab-lb                      the load balancer
+//
+// Every ToR has a /31 link to every spine. A rack is one L2 segment: a
+// Linux bridge br0 in the ToR is the nodes' gateway, each node's eth0 a
+// port of it, as hosts sit in a rack VLAN behind a real ToR. Each pod is
+// a namespace behind its node over a veth (eth0 in the pod, pN in the
+// node), routed like a CNI such as Calico does it: the node routes each
+// pod's /32 to its veth and forwards; the pod's gateway is the node's own
+// address, on-link; the ToR routes the node's pod CIDR to the node. The
+// LB hangs off every spine like a leaf. Spines, ToRs and the LB run with
+// net.ipv4.fib_multipath_hash_policy=1 (L4 hash) and a fixed per-device
+// hash seed, so a ToR spreads flows over all spines by 5-tuple and the
+// same 5-tuple takes the same spine on every run. Nodes and pods allow
+// unprivileged ICMP echo sockets (net.ipv4.ping_group_range).
+//
+// # Addresses
+//
+// Everything is numbered from 198.18.0.0/15 (RFC 2544 benchmarking
+// space), deterministically:
+//
+//	198.18.S.0/24          spine S's links
+//	198.18.S.2(R-1)/31     spine S <-> ToR R: spine even, ToR odd
+//	198.18.S.254/31        spine S <-> LB: spine .254, LB .255
+//	198.19.R.0/24          rack R's nodes: ToR br0 .1, node N .10+N
+//	198.19.100+R.0/24      rack R's pods: node N's pod CIDR .16N/28,
+//	                       pod P .16N+P
+//	198.19.250.10          the VIP (on the LB's lo)
+//	198.19.250.11          the LB's SNAT source (on the LB's lo)
+//
+// So n21 is 198.19.2.11, n21p1 is 198.19.102.33, and the address a
+// traceroute shows for spine 2 seen from rack 1 is 198.18.2.0. Spines
+// route each rack's two /24s to that rack's ToR and 198.19.250.0/24 to
+// the LB; ToRs and the LB reach other racks (and the LB) by an ECMP route
+// over all spines. Hosts route only 198.18.0.0/15, no default route, so a
+// bug that dials any other address fails at once.
+//
+// # Load balancer
+//
+// The LB namespace DNATs TCP to the VIP (every port, or Spec.LBPorts) to
+// a random node, same port (`dnat to numgen random mod N map {...}`), and
+// SNATs it to 198.19.250.11 so replies come back through it (one-arm LB).
+//
+// # Faults
+//
+// A Fault is one nftables table, inet prober_fault, in the namespace of
+// the device it breaks; Clear deletes that table everywhere. See Fault.
+//
+// # Inventory
+//
+// Up writes the Fabric as JSON to /run/prober-lab/<prefix>.json; Load
+// reads it back in another process. Down removes every namespace with
+// the prefix, listed or not, and the JSON.
+package lab

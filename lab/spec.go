@@ -1,0 +1,126 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Spec describes the fabric Up builds. Zero values take the defaults of
+// SetDefaults; the limits in Validate keep device names unambiguous
+// ("n21" is rack 2, node 1) and every address inside the plan of doc.go.
+type Spec struct {
+	// Prefix starts every namespace name: "<prefix>-spine1". Lowercase
+	// letters and digits, at most 12 characters, no "-", so that one
+	// lab's prefix is never a prefix of another lab's namespace names.
+	Prefix       string `json:"prefix"`
+	Spines       int    `json:"spines"`         // 1..8
+	Racks        int    `json:"racks"`          // 1..9, one ToR each
+	NodesPerRack int    `json:"nodes_per_rack"` // 1..9
+	PodsPerNode  int    `json:"pods_per_node"`  // 0..9; SetDefaults turns 0 into 1 and -1 into 0 (no pods)
+	// Zones groups consecutive racks into zones z1..zZones (1..Racks).
+	// Default: one zone per rack, up to 3 zones.
+	Zones int  `json:"zones"`
+	LB    bool `json:"lb"`
+	// LBPorts restricts the VIP's DNAT to these TCP ports. Empty: every
+	// TCP port, to the same port on the backend.
+	LBPorts []uint16 `json:"lb_ports,omitempty"`
+}
+
+// Default sizes, also the CLI's flag defaults.
+const (
+	DefaultPrefix       = "plab"
+	DefaultSpines       = 3
+	DefaultRacks        = 3
+	DefaultNodesPerRack = 3
+	DefaultPodsPerNode  = 1
+)
+
+// DefaultSpec is the demo's fabric: 3 spines, 3 racks of 3 nodes with one
+// pod each, and an LB.
+func DefaultSpec() Spec {
+	s := Spec{LB: true}
+	s.SetDefaults()
+	return s
+}
+
+// SetDefaults fills zero fields. LB is a plain bool, so its default (on)
+// lives in DefaultSpec and the CLI's flag, not here.
+func (s *Spec) SetDefaults() {
+	if s.Prefix == "" {
+		s.Prefix = DefaultPrefix
+	}
+	if s.Spines == 0 {
+		s.Spines = DefaultSpines
+	}
+	if s.Racks == 0 {
+		s.Racks = DefaultRacks
+	}
+	if s.NodesPerRack == 0 {
+		s.NodesPerRack = DefaultNodesPerRack
+	}
+	if s.PodsPerNode == 0 {
+		s.PodsPerNode = DefaultPodsPerNode
+	}
+	if s.PodsPerNode < 0 {
+		s.PodsPerNode = 0
+	}
+	if s.Zones == 0 {
+		s.Zones = min(s.Racks, 3)
+	}
+}
+
+var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,11}$`)
+
+// Validate reports every field out of range at once.
+func (s Spec) Validate() error {
+	var errs []error
+	if !prefixRE.MatchString(s.Prefix) {
+		errs = append(errs, fmt.Errorf("prefix: %q is not 1-12 lowercase letters and digits starting with a letter", s.Prefix))
+	}
+	check := func(field string, v, lo, hi int) {
+		if v < lo || v > hi {
+			errs = append(errs, fmt.Errorf("%s: %d not in %d..%d", field, v, lo, hi))
+		}
+	}
+	check("spines", s.Spines, 1, 8)
+	check("racks", s.Racks, 1, 9)
+	check("nodes_per_rack", s.NodesPerRack, 1, 9)
+	check("pods_per_node", s.PodsPerNode, 0, 9)
+	check("zones", s.Zones, 1, max(s.Racks, 1))
+	for i, p := range s.LBPorts {
+		if p == 0 {
+			errs = append(errs, fmt.Errorf("lb_ports[%d]: port 0", i))
+		}
+	}
+	if len(s.LBPorts) > 0 && !s.LB {
+		errs = append(errs, errors.New("lb_ports: set but lb is off"))
+	}
+	return errors.Join(errs...)
+}
+
+// ParsePorts parses a comma-separated port list such as "80,443".
+func ParsePorts(s string) ([]uint16, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var ports []uint16
+	for f := range strings.SplitSeq(s, ",") {
+		p, err := strconv.ParseUint(strings.TrimSpace(f), 10, 16)
+		if err != nil || p == 0 {
+			return nil, fmt.Errorf("port %q: not 1..65535", f)
+		}
+		ports = append(ports, uint16(p))
+	}
+	slices.Sort(ports)
+	return slices.Compact(ports), nil
+}
+
+// zoneOf returns the zone (1-based) of rack r (1-based): consecutive racks
+// share a zone, as racks in one room or building do.
+func (s Spec) zoneOf(r int) int {
+	return (r-1)*s.Zones/s.Racks + 1
+}

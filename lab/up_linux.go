@@ -1,0 +1,260 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// Up builds the fabric spec describes (after SetDefaults and Validate),
+// persists its inventory and returns it. On any error it tears down what
+// it made. It refuses to build over namespaces that already carry the
+// prefix: run Down first. logger may be nil.
+func Up(ctx context.Context, spec Spec, logger *slog.Logger) (*Fabric, error) {
+	logger = orDiscard(logger)
+	spec.SetDefaults()
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("lab spec: %w", err)
+	}
+	if err := NeedNetAdmin(); err != nil {
+		return nil, err
+	}
+	if left, err := listNS(spec.Prefix); err != nil {
+		return nil, fmt.Errorf("lab %s: %w", spec.Prefix, err)
+	} else if len(left) > 0 {
+		return nil, fmt.Errorf("lab %s: %d namespaces with this prefix exist (%s, ...): run 'prober lab down --prefix %s' first",
+			spec.Prefix, len(left), left[0], spec.Prefix)
+	}
+	start := time.Now()
+	p := newPlan(spec)
+	b := &builder{plan: p, handles: map[string]*netlink.Handle{}, fds: map[string]netns.NsHandle{}}
+	err := b.build(ctx)
+	b.close()
+	if err != nil {
+		if derr := Down(spec.Prefix); derr != nil {
+			err = errors.Join(err, fmt.Errorf("tear down: %w", derr))
+		}
+		return nil, fmt.Errorf("lab %s: up: %w", spec.Prefix, err)
+	}
+	f := p.fabric
+	f.logger = logger
+	if err := f.save(); err != nil {
+		return nil, errors.Join(err, Down(spec.Prefix))
+	}
+	logger.Info("lab up", "prefix", spec.Prefix, "namespaces", len(p.ns), "links", len(p.links),
+		"routes", len(p.routes), "took", time.Since(start).Round(time.Millisecond))
+	return f, nil
+}
+
+type builder struct {
+	plan    *plan
+	handles map[string]*netlink.Handle
+	fds     map[string]netns.NsHandle
+}
+
+func (b *builder) close() {
+	for _, h := range b.handles {
+		h.Close()
+	}
+	for _, fd := range b.fds {
+		fd.Close()
+	}
+}
+
+func (b *builder) build(ctx context.Context) error {
+	for i, n := range b.plan.ns {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := createNS(n.name, sysctlsFor(n.kind, i)); err != nil {
+			return err
+		}
+		fd, err := netns.GetFromName(n.name)
+		if err != nil {
+			return fmt.Errorf("netns %s: %w", n.name, err)
+		}
+		b.fds[n.name] = fd
+		h, err := netlink.NewHandleAt(fd)
+		if err != nil {
+			return fmt.Errorf("netns %s: netlink: %w", n.name, err)
+		}
+		b.handles[n.name] = h
+		if err := b.up(n.name, "lo"); err != nil {
+			return err
+		}
+	}
+	for _, a := range b.plan.addrs {
+		if a.dev == "lo" {
+			continue
+		}
+		if err := b.handles[a.ns].LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: a.dev}}); err != nil {
+			return fmt.Errorf("netns %s: bridge %s: %w", a.ns, a.dev, err)
+		}
+	}
+	for _, a := range b.plan.addrs {
+		if err := b.addr(a.ns, a.dev, a.addr); err != nil {
+			return err
+		}
+		if err := b.up(a.ns, a.dev); err != nil {
+			return err
+		}
+	}
+	for _, l := range b.plan.links {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := b.link(l); err != nil {
+			return err
+		}
+	}
+	for _, r := range b.plan.routes {
+		if err := b.route(r); err != nil {
+			return err
+		}
+	}
+	if b.plan.fabric.Spec.LB {
+		return b.lb()
+	}
+	return nil
+}
+
+// sysctlsFor returns what a namespace of kind needs. i makes each router's
+// ECMP hash seed distinct but the same on every run, so a 5-tuple takes
+// the same spine today and tomorrow.
+func sysctlsFor(kind string, i int) []sysctl {
+	s := []sysctl{
+		// IPv4 conf is inherited from the host's namespace; a strict
+		// rp_filter there would drop ECMP's asymmetric return paths here.
+		{key: "net.ipv4.conf.all.rp_filter", value: "0"},
+		{key: "net.ipv4.conf.default.rp_filter", value: "0"},
+		// Quiet links: no IPv6 router solicitations or MLD in counters.
+		{key: "net.ipv6.conf.all.disable_ipv6", value: "1", optional: true},
+		{key: "net.ipv6.conf.default.disable_ipv6", value: "1", optional: true},
+	}
+	forward := []sysctl{
+		{key: "net.ipv4.ip_forward", value: "1"},
+		// A ToR routes a pod CIDR back out of the bridge it came in on:
+		// it must not tell nodes to go direct.
+		{key: "net.ipv4.conf.all.send_redirects", value: "0"},
+		{key: "net.ipv4.conf.default.send_redirects", value: "0"},
+	}
+	switch kind {
+	case KindSpine, KindToR, KindLB:
+		s = append(s, forward...)
+		s = append(s,
+			sysctl{key: "net.ipv4.fib_multipath_hash_policy", value: "1"},
+			sysctl{key: "net.ipv4.fib_multipath_hash_seed", value: strconv.Itoa(0x5eed + i), optional: true},
+		)
+	case ClassNode:
+		s = append(s, forward...)
+		s = append(s, sysctl{key: "net.ipv4.ping_group_range", value: "0 2147483647"})
+	case ClassPod:
+		s = append(s, sysctl{key: "net.ipv4.ping_group_range", value: "0 2147483647"})
+	}
+	return s
+}
+
+func (b *builder) byName(ns, dev string) (netlink.Link, error) {
+	l, err := b.handles[ns].LinkByName(dev)
+	if err != nil {
+		return nil, fmt.Errorf("netns %s: link %s: %w", ns, dev, err)
+	}
+	return l, nil
+}
+
+func (b *builder) up(ns, dev string) error {
+	l, err := b.byName(ns, dev)
+	if err != nil {
+		return err
+	}
+	if err := b.handles[ns].LinkSetUp(l); err != nil {
+		return fmt.Errorf("netns %s: link %s up: %w", ns, dev, err)
+	}
+	return nil
+}
+
+func (b *builder) addr(ns, dev string, p netip.Prefix) error {
+	l, err := b.byName(ns, dev)
+	if err != nil {
+		return err
+	}
+	if err := b.handles[ns].AddrAdd(l, &netlink.Addr{IPNet: ipNet(p)}); err != nil {
+		return fmt.Errorf("netns %s: %s addr %s: %w", ns, dev, p, err)
+	}
+	return nil
+}
+
+func (b *builder) link(l linkPlan) error {
+	veth := &netlink.Veth{
+		LinkAttrs:     netlink.LinkAttrs{Name: l.a.dev},
+		PeerName:      l.b.dev,
+		PeerNamespace: netlink.NsFd(b.fds[l.b.ns]),
+	}
+	if err := b.handles[l.a.ns].LinkAdd(veth); err != nil {
+		return fmt.Errorf("netns %s: veth %s <-> %s %s: %w", l.a.ns, l.a.dev, l.b.ns, l.b.dev, err)
+	}
+	for _, e := range []linkEnd{l.a, l.b} {
+		if e.master != "" {
+			dev, err := b.byName(e.ns, e.dev)
+			if err != nil {
+				return err
+			}
+			br, err := b.byName(e.ns, e.master)
+			if err != nil {
+				return err
+			}
+			if err := b.handles[e.ns].LinkSetMaster(dev, br); err != nil {
+				return fmt.Errorf("netns %s: %s master %s: %w", e.ns, e.dev, e.master, err)
+			}
+		}
+		if e.addr.IsValid() {
+			if err := b.addr(e.ns, e.dev, e.addr); err != nil {
+				return err
+			}
+		}
+		if err := b.up(e.ns, e.dev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *builder) route(r routePlan) error {
+	rt := &netlink.Route{Dst: ipNet(r.dst)}
+	if len(r.via) == 1 {
+		l, err := b.byName(r.ns, r.via[0].dev)
+		if err != nil {
+			return err
+		}
+		rt.LinkIndex = l.Attrs().Index
+		if r.via[0].gw.IsValid() {
+			rt.Gw = net.IP(r.via[0].gw.AsSlice())
+		} else {
+			rt.Scope = netlink.SCOPE_LINK
+		}
+	} else {
+		for _, nh := range r.via {
+			l, err := b.byName(r.ns, nh.dev)
+			if err != nil {
+				return err
+			}
+			rt.MultiPath = append(rt.MultiPath, &netlink.NexthopInfo{LinkIndex: l.Attrs().Index, Gw: net.IP(nh.gw.AsSlice())})
+		}
+	}
+	if err := b.handles[r.ns].RouteAdd(rt); err != nil {
+		return fmt.Errorf("netns %s: route %s via %v: %w", r.ns, r.dst, r.via, err)
+	}
+	return nil
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
