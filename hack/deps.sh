@@ -1,0 +1,21 @@
+#!/bin/sh
+# Installs what `make test` and `make demo` need beyond Go on a fresh
+# Debian/Ubuntu machine. Idempotent: a machine that has everything is left
+# alone and nothing is fetched.
+set -eu
+
+need_root() {
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "hack/deps.sh: not root: the namespace tests and the demo will be skipped or refuse to run" >&2
+		exit 0
+	fi
+}
+
+# check_go: the module needs the Go version in go.mod.
+want=$(sed -n 's/^go \([0-9.]*\).*/\1/p' go.mod)
+have=$(go env GOVERSION | sed 's/^go//')
+if [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -n1)" != "$want" ]; then
+	echo "hack/deps.sh: go.mod wants Go $want, this machine has $have" >&2
+	exit 1
+fi
+need_root
