@@ -27,7 +27,7 @@ type Config struct {
 	// Cells makes Snapshot list every (source, target, path, protocol)
 	// cell besides the group roll-up. Fine at a hundred nodes; at
 	// thousands, use the roll-up and Worst.
-	Cells bool
+	Cells      bool
 	Thresholds Thresholds
 }
 

@@ -1,3 +1,197 @@
 package matrix
 
-type localizer struct{}
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// localizer holds the scratch of Localize, reused across rounds.
+type localizer struct {
+	r round
+	e estimator
+}
+
+// Localize names what drops packets, from the reports fresh at now. It
+// runs the stages (rules for lb, dataplane and host; the estimator over
+// every traced flow; 007 voting; Pingmesh tier scoring), merges what they
+// find, and remembers since when each suspect has been suspected: call it
+// once per round.
+func (m *Matrix) Localize(now time.Time) Diagnosis {
+	fresh, _ := m.fresh(now)
+	r, e := &m.loc.r, &m.loc.e
+	m.build(r, fresh)
+	th := &m.cfg.Thresholds
+
+	rackOf := func(d int32) string {
+		if acc := r.devAcc[d]; acc >= 0 {
+			return r.devName[acc]
+		}
+		if a := m.agents[r.devName[d]]; a != nil && m.cfg.GroupBy != "node" {
+			return a.group
+		}
+		return ""
+	}
+	lbs := lbRule(r, th)
+	dps := dataplaneRule(r, th)
+	hosts := hostRule(r, th, rackOf)
+	e.fit(r)
+	blames := vote(r, e, th)
+	fab := fabricSuspects(r, e, th)
+
+	// What the rules explain is not the fabric's.
+	ruled := map[int32]bool{}
+	dpNodes := map[string]bool{}
+	for _, c := range slices.Concat(lbs, dps, hosts) {
+		if c.dev >= 0 {
+			ruled[c.dev] = true
+		}
+		if c.Kind == KindDataplane {
+			dpNodes[c.Name] = true
+		}
+	}
+	podNode := m.podNodes(r)
+	for d, n := range podNode {
+		if dpNodes[n] {
+			ruled[d] = true
+		}
+	}
+	devices := map[int32]bool{}
+	var kept []candidate
+	for _, c := range fab {
+		if c.dev >= 0 && ruled[c.dev] && c.Kind != KindLB && c.Kind != KindHost {
+			continue
+		}
+		if c.Kind == KindHost && dpNodes[podNode[c.dev]] {
+			continue
+		}
+		if c.Kind == KindLink {
+			lk := r.links[c.links[0]]
+			if ruled[lk.from] || ruled[lk.to] {
+				continue
+			}
+		}
+		if c.Kind == KindDevice {
+			devices[c.dev] = true
+		}
+		kept = append(kept, c)
+	}
+	tiers := tierSuspects(r, th, rackOf, ruled)
+	all := slices.Concat(lbs, dps, hosts, kept)
+	fabricNamed := len(kept) > 0
+	for _, c := range tiers {
+		if c.Kind == KindTier && fabricNamed {
+			continue
+		}
+		all = append(all, c)
+	}
+	// A host behind a lossy device is that device's doing.
+	all = slices.DeleteFunc(all, func(c candidate) bool {
+		return c.Kind == KindHost && c.dev >= 0 && r.devAcc[c.dev] >= 0 && devices[r.devAcc[c.dev]]
+	})
+	// One suspect per kind and name: the stronger finding.
+	slices.SortStableFunc(all, func(x, y candidate) int {
+		return cmp.Or(strings.Compare(x.Kind, y.Kind), strings.Compare(x.Name, y.Name), cmp.Compare(y.conf*y.excess, x.conf*x.excess))
+	})
+	all = slices.CompactFunc(all, func(x, y candidate) bool { return x.Kind == y.Kind && x.Name == y.Name })
+
+	total := 0.0
+	for _, c := range all {
+		total += max(c.excess, 0)
+	}
+	d := Diagnosis{Time: now, Suspects: []Suspect{}}
+	seen := map[string]bool{}
+	for i := range all {
+		c := &all[i]
+		if total > 0 {
+			c.Score = c.conf * max(c.excess, 0) / total
+		}
+		if c.Addresses == nil {
+			c.Addresses = []string{}
+		}
+		if len(c.links) > 0 {
+			m.linkEvidence(r, e, blames, c)
+		}
+		if c.Evidence.Examples == nil {
+			c.Evidence.Examples = []FlowRef{}
+		}
+		key := c.Kind + "/" + c.Name
+		seen[key] = true
+		since, ok := m.since[key]
+		if !ok {
+			since = now
+			m.since[key] = now
+		}
+		c.Since = since
+		d.Suspects = append(d.Suspects, c.Suspect)
+	}
+	for k := range m.since {
+		if !seen[k] {
+			delete(m.since, k)
+		}
+	}
+	slices.SortStableFunc(d.Suspects, func(x, y Suspect) int {
+		return cmp.Or(cmp.Compare(y.Score, x.Score), strings.Compare(x.Kind, y.Kind), strings.Compare(x.Name, y.Name))
+	})
+	return d
+}
+
+// podNodes maps pod devices to their node, from the "node" label.
+func (m *Matrix) podNodes(r *round) map[int32]string {
+	out := map[int32]string{}
+	for _, a := range r.agents {
+		if a.class == "pod" && a.node != "" {
+			out[r.devID[a.name]] = a.node
+		}
+		for ti := range a.targets {
+			t := &a.targets[ti]
+			if t.class == "pod" && t.node != "" {
+				if d, ok := r.devID[t.name]; ok {
+					out[d] = t.node
+				}
+			}
+		}
+	}
+	return out
+}
+
+// linkEvidence adds 007's votes and example flows to a suspect with links.
+func (m *Matrix) linkEvidence(r *round, e *estimator, blames []blame, c *candidate) {
+	var flows []int32
+	for _, b := range blames {
+		if slices.Contains(c.links, b.link) {
+			c.Evidence.Votes += b.votes
+			flows = append(flows, b.flows...)
+		}
+	}
+	if len(flows) == 0 {
+		for _, fi := range e.lf {
+			f := &r.flows[fi]
+			for _, l := range r.flowLinks[f.linkStart:f.linkEnd] {
+				if slices.Contains(c.links, l) {
+					flows = append(flows, fi)
+					break
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(flows, func(x, y int32) int { return cmpU64(r.flows[y].lost, r.flows[x].lost) })
+	if len(flows) > maxExamples {
+		flows = flows[:maxExamples]
+	}
+	for _, fi := range flows {
+		f := &r.flows[fi]
+		p := &r.pairs[f.pair]
+		a := r.agents[p.agent]
+		ref := FlowRef{Source: a.name, Target: a.targets[p.target].name, SourcePort: f.sourcePort, Sent: f.sent, Lost: f.lost}
+		for _, h := range a.hops[f.hopStart:f.hopEnd] {
+			if h < 0 {
+				ref.Hops = append(ref.Hops, "")
+			} else {
+				ref.Hops = append(ref.Hops, m.addrs[h])
+			}
+		}
+		c.Evidence.Examples = append(c.Evidence.Examples, ref)
+	}
+}

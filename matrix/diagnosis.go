@@ -1,0 +1,73 @@
+package matrix
+
+import "time"
+
+// DiagnosisPath is where the matrix process serves the Diagnosis.
+const DiagnosisPath = "/api/v1/diagnosis"
+
+// Diagnosis is what Localize concludes, served as /api/v1/diagnosis.
+type Diagnosis struct {
+	Time time.Time `json:"time"`
+	// Suspects is sorted by score, highest first; empty, never null,
+	// when nothing is significantly lossy.
+	Suspects []Suspect `json:"suspects"`
+}
+
+// The suspect kinds.
+const (
+	KindDevice    = "device"    // a switch or router: most of its links lose
+	KindLink      = "link"      // one direction of one link, "from->to"
+	KindLB        = "lb"        // a load balancer / VIP, its backends fine
+	KindHost      = "host"      // one node's (or pod's) NIC or agent
+	KindTier      = "tier"      // every rack loses: the tier above the ToRs
+	KindDataplane = "dataplane" // a node's pod paths lose, its node paths do not
+)
+
+// Suspect is one thing that drops packets.
+type Suspect struct {
+	Kind string `json:"kind"`
+	// Name is the device name from Config.Hops, else the address; a
+	// link is "from->to"; a host, dataplane or lb is its node, pod or
+	// target name unless Hops names it.
+	Name      string   `json:"name"`
+	Addresses []string `json:"addresses"`
+	// Score (0-1) is the suspect's share of all suspects' excess lost
+	// probes, times the confidence of its significance test.
+	Score float64 `json:"score"`
+	// EstimatedLoss is the loss ratio the suspect itself causes.
+	EstimatedLoss float64  `json:"estimatedLoss"`
+	Evidence      Evidence `json:"evidence"`
+	// Since is the first round of the current run of rounds in which
+	// this suspect (kind and name) appeared.
+	Since time.Time `json:"since"`
+}
+
+// Evidence is why a suspect is suspected.
+type Evidence struct {
+	// Stage names what found it: estimator, tier, rule.
+	Stage string `json:"stage"`
+	// Detail is one line a person reads.
+	Detail     string  `json:"detail"`
+	LossyFlows int     `json:"lossyFlows"`
+	CleanFlows int     `json:"cleanFlows"`
+	LostProbes float64 `json:"lostProbes"`
+	SentProbes float64 `json:"sentProbes"`
+	// PValue bounds the chance of this much loss from an element no
+	// worse than Thresholds.Healthy.
+	PValue float64 `json:"pValue"`
+	// Votes is the 007 vote the suspect's links held when blamed.
+	Votes float64 `json:"votes,omitempty"`
+	// Links lists the suspect's lossy links (devices, hosts).
+	Links    []string  `json:"links,omitempty"`
+	Examples []FlowRef `json:"examples"`
+}
+
+// FlowRef is one example flow.
+type FlowRef struct {
+	Source     string   `json:"source"`
+	Target     string   `json:"target"`
+	SourcePort uint16   `json:"sourcePort,omitempty"`
+	Sent       uint64   `json:"sent"`
+	Lost       uint64   `json:"lost"`
+	Hops       []string `json:"hops,omitempty"`
+}

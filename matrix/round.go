@@ -1,0 +1,282 @@
+package matrix
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// round is one Localize pass's view of the fresh reports: devices, the
+// directed links between consecutive devices of traced paths, every
+// flow and every (source, target) pair. Its slices are reused from round
+// to round.
+type round struct {
+	agents []*agentState
+
+	devName []string
+	devID   map[string]int32
+	devHost []bool   // an agent or a target, not a Hops device
+	devLB   []bool   // the device of an lb target (its VIP)
+	devAcc  []int32  // a host's access device (first hop), or -1
+	devAddr [][]string
+
+	links  []link
+	linkID map[uint64]int32
+
+	flows     []rflow
+	flowLinks []int32
+
+	pairs []pair
+
+	// mix[k] is how often each link lies between an entry and an exit
+	// device over the traced flows that enter the fabric at one and
+	// leave it at the other: the reverse path of a reply is unknown (its
+	// own ECMP hash picks it), so it is modelled as this mixture.
+	mixID   map[uint64]int32
+	mixes   []mixture
+	addrDev []int32
+}
+
+type link struct{ from, to int32 }
+
+type mixture struct {
+	flows int32
+	links []int32 // link ids, with repeats: weight = count / flows
+}
+
+// maxMixFlows bounds the flows sampled per mixture; 64 flows see all of
+// 16 equal-cost next hops with 99 % confidence (MDA).
+const maxMixFlows = 64
+
+type rflow struct {
+	pair             int32
+	sourcePort       uint16
+	sent, lost       uint64
+	linkStart        int32
+	linkEnd          int32
+	entry, exit      int32 // first and last fabric device, -1 unknown
+	complete         bool  // every hop answered and the path reached the target
+	src, dst         int32 // host devices
+	suspectHop       int16
+	hopStart, hopEnd int32 // into the agent's hops
+}
+
+type pair struct {
+	agent, target int32 // index in round.agents, and in that agent's targets
+	src, dst      int32 // host devices
+	sent, lost    uint64
+	flowStart     int32
+	flowEnd       int32
+}
+
+func (r *round) device(name string, host bool) int32 {
+	if id, ok := r.devID[name]; ok {
+		if host {
+			r.devHost[id] = true
+		}
+		return id
+	}
+	id := int32(len(r.devName))
+	r.devID[name] = id
+	r.devName = append(r.devName, name)
+	r.devHost = append(r.devHost, host)
+	r.devLB = append(r.devLB, false)
+	r.devAcc = append(r.devAcc, -1)
+	r.devAddr = append(r.devAddr, nil)
+	return id
+}
+
+func (r *round) linkOf(from, to int32) int32 {
+	k := uint64(uint32(from))<<32 | uint64(uint32(to))
+	if id, ok := r.linkID[k]; ok {
+		return id
+	}
+	id := int32(len(r.links))
+	r.linkID[k] = id
+	r.links = append(r.links, link{from, to})
+	return id
+}
+
+func (r *round) reset(agents []*agentState) {
+	r.agents = agents
+	r.devName, r.devHost, r.devLB, r.devAcc, r.devAddr = r.devName[:0], r.devHost[:0], r.devLB[:0], r.devAcc[:0], r.devAddr[:0]
+	r.links, r.flows, r.flowLinks, r.pairs, r.mixes = r.links[:0], r.flows[:0], r.flowLinks[:0], r.pairs[:0], r.mixes[:0]
+	r.devID = map[string]int32{}
+	r.linkID = map[uint64]int32{}
+	r.mixID = map[uint64]int32{}
+}
+
+// build fills r from the fresh agents.
+func (m *Matrix) build(r *round, agents []*agentState) {
+	r.reset(agents)
+	// Hosts first, so their ids do not depend on traced paths.
+	hostAddr := map[string]int32{}
+	for _, a := range agents {
+		id := r.device(a.name, true)
+		if a.address != "" {
+			hostAddr[a.address] = id
+		}
+	}
+	// A target whose address Hops covers (a VIP) is that device.
+	targetDev := map[string]int32{}
+	for _, a := range agents {
+		for ti := range a.targets {
+			t := &a.targets[ti]
+			if _, ok := targetDev[t.name]; ok {
+				continue
+			}
+			var id int32 = -1
+			if t.address != "" {
+				if ad, err := netip.ParseAddr(t.address); err == nil {
+					if name := m.hops.lookup(ad); name != "" {
+						id = r.device(name, false)
+					}
+				}
+			}
+			if id < 0 {
+				id = r.device(t.name, true)
+				if t.address != "" {
+					if _, ok := hostAddr[t.address]; !ok {
+						hostAddr[t.address] = id
+					}
+				}
+			}
+			targetDev[t.name] = id
+		}
+	}
+	// Every traced address: a Hops device, a known host, or itself.
+	r.addrDev = slices.Grow(r.addrDev[:0], len(m.addrs))[:len(m.addrs)]
+	for i := range r.addrDev {
+		r.addrDev[i] = -2 // resolved lazily: only addresses in fresh reports
+	}
+	resolve := func(id int32) int32 {
+		if id < 0 {
+			return -1
+		}
+		if d := r.addrDev[id]; d != -2 {
+			return d
+		}
+		s := m.addrs[id]
+		var d int32
+		if a, err := netip.ParseAddr(s); err == nil {
+			if name := m.hops.lookup(a); name != "" {
+				d = r.device(name, false)
+			} else if h, ok := hostAddr[s]; ok {
+				d = h
+			} else {
+				d = r.device(s, false)
+			}
+		} else if h, ok := hostAddr[s]; ok {
+			d = h
+		} else {
+			d = r.device(s, false)
+		}
+		r.addrDev[id] = d
+		r.devAddr[d] = append(r.devAddr[d], s)
+		return d
+	}
+
+	var chain []int32
+	for ai, a := range agents {
+		src := r.devID[a.name]
+		for ti := range a.targets {
+			t := &a.targets[ti]
+			dst := targetDev[t.name]
+			if t.class == "lb" || strings.HasSuffix(t.path, "_to_lb") {
+				r.devLB[dst] = true
+			}
+			p := pair{agent: int32(ai), target: int32(ti), src: src, dst: dst, flowStart: int32(len(r.flows))}
+			for pi := t.protoStart; pi < t.protoEnd; pi++ {
+				pr := &a.protos[pi]
+				p.sent += pr.stats.Sent
+				p.lost += pr.stats.Lost
+				for fi := pr.flowStart; fi < pr.flowEnd; fi++ {
+					f := &a.flows[fi]
+					rf := rflow{
+						pair: int32(len(r.pairs)), sourcePort: f.sourcePort,
+						sent: f.sent, lost: f.lost, src: src, dst: dst,
+						entry: -1, exit: -1, suspectHop: f.suspectHop,
+						hopStart: f.hopStart, hopEnd: f.hopEnd,
+						linkStart: int32(len(r.flowLinks)),
+					}
+					if f.traced {
+						chain = append(chain[:0], src)
+						complete := true
+						for _, h := range a.hops[f.hopStart:f.hopEnd] {
+							d := resolve(h)
+							if d < 0 {
+								complete = false
+							}
+							if d >= 0 && d == chain[len(chain)-1] {
+								continue // one device answering twice
+							}
+							chain = append(chain, d)
+						}
+						if last := chain[len(chain)-1]; last != dst {
+							complete = false
+						}
+						for i := 1; i < len(chain); i++ {
+							if chain[i-1] >= 0 && chain[i] >= 0 {
+								r.flowLinks = append(r.flowLinks, r.linkOf(chain[i-1], chain[i]))
+							}
+						}
+						if len(chain) >= 2 && chain[1] >= 0 {
+							rf.entry = chain[1]
+							if r.devAcc[src] < 0 {
+								r.devAcc[src] = chain[1]
+							}
+						}
+						if complete && len(chain) >= 3 {
+							rf.exit = chain[len(chain)-2]
+							r.addMixture(rf.entry, rf.exit, r.flowLinks[rf.linkStart+1:len(r.flowLinks)-1])
+						}
+						rf.complete = complete
+					}
+					rf.linkEnd = int32(len(r.flowLinks))
+					r.flows = append(r.flows, rf)
+				}
+			}
+			p.flowEnd = int32(len(r.flows))
+			if p.lost > p.sent {
+				p.lost = p.sent
+			}
+			r.pairs = append(r.pairs, p)
+		}
+	}
+	for d := range r.devAddr {
+		slices.Sort(r.devAddr[d])
+	}
+}
+
+func (r *round) addMixture(entry, exit int32, middle []int32) {
+	k := uint64(uint32(entry))<<32 | uint64(uint32(exit))
+	id, ok := r.mixID[k]
+	if !ok {
+		id = int32(len(r.mixes))
+		r.mixID[k] = id
+		r.mixes = append(r.mixes, mixture{})
+	}
+	mx := &r.mixes[id]
+	if mx.flows >= maxMixFlows {
+		return
+	}
+	mx.flows++
+	mx.links = append(mx.links, middle...)
+}
+
+// mixtureOf returns the mixture between entry and exit, or nil.
+func (r *round) mixtureOf(entry, exit int32) *mixture {
+	if entry < 0 || exit < 0 {
+		return nil
+	}
+	id, ok := r.mixID[uint64(uint32(entry))<<32|uint64(uint32(exit))]
+	if !ok {
+		return nil
+	}
+	return &r.mixes[id]
+}
+
+// linkName names a link "from->to".
+func (r *round) linkName(l int32) string {
+	return r.devName[r.links[l].from] + "->" + r.devName[r.links[l].to]
+}

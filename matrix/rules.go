@@ -1,0 +1,341 @@
+package matrix
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Rules for what is not the fabric. Each compares two sets of paths that
+// share everything but the suspect, so the fabric cancels out.
+
+type tally struct{ sent, lost uint64 }
+
+func (t *tally) add(p *pair) { t.sent += p.sent; t.lost += p.lost }
+
+func (t tally) ratio() float64 {
+	if t.sent == 0 {
+		return 0
+	}
+	return float64(t.lost) / float64(t.sent)
+}
+
+// clearlyWorse reports whether bad is significant, good is not, and bad's
+// ratio is at least five times good's.
+func (th *Thresholds) clearlyWorse(bad, good tally) (bool, float64) {
+	ok, conf := th.significant(float64(bad.lost), float64(bad.sent))
+	if !ok {
+		return false, 0
+	}
+	if g, _ := th.significant(float64(good.lost), float64(good.sent)); g {
+		return false, 0
+	}
+	if bad.ratio() < 5*good.ratio() {
+		return false, 0
+	}
+	return true, conf
+}
+
+func isLBPath(t *targetRec) bool { return t.class == "lb" || strings.HasSuffix(t.path, "_to_lb") }
+func isPodPath(t *targetRec) bool {
+	return strings.Contains(t.path, "pod") && !strings.HasSuffix(t.path, "_to_lb")
+}
+
+// lbRule blames a load balancer when its VIP paths lose while its
+// backends' direct paths (or, when the agents do not list backends, the
+// same sources' other paths) are clean; or when at least two sources,
+// and half of those probing it, see its established flows black-holed
+// (HTTP/2 PINGs die while new flows pass: seed 001).
+func lbRule(r *round, th *Thresholds) []candidate {
+	type lb struct {
+		vip, other tally
+		sources    map[int32]bool
+		blackholed map[int32]bool
+		backends   map[string]bool
+		addrs      map[string]bool
+		pairs      []int32
+	}
+	lbs := map[int32]*lb{}
+	for pi := range r.pairs {
+		p := &r.pairs[pi]
+		a := r.agents[p.agent]
+		t := &a.targets[p.target]
+		if !isLBPath(t) {
+			continue
+		}
+		v := lbs[p.dst]
+		if v == nil {
+			v = &lb{sources: map[int32]bool{}, blackholed: map[int32]bool{}, backends: map[string]bool{}, addrs: map[string]bool{}}
+			lbs[p.dst] = v
+		}
+		v.vip.add(p)
+		v.sources[p.src] = true
+		if t.blackhole {
+			v.blackholed[p.src] = true
+		}
+		for _, b := range a.backends[t.backendStart:t.backendEnd] {
+			v.backends[b] = true
+		}
+		if t.address != "" {
+			v.addrs[t.address] = true
+		}
+		v.pairs = append(v.pairs, int32(pi))
+	}
+	var out []candidate
+	for _, d := range sortedKeys(lbs) {
+		v := lbs[d]
+		for pi := range r.pairs {
+			p := &r.pairs[pi]
+			t := &r.agents[p.agent].targets[p.target]
+			if isLBPath(t) {
+				continue
+			}
+			if len(v.backends) > 0 && v.backends[t.name] || len(v.backends) == 0 && v.sources[p.src] {
+				v.other.add(p)
+			}
+		}
+		worse, conf := th.clearlyWorse(v.vip, v.other)
+		bh := len(v.blackholed) >= 2 && 2*len(v.blackholed) >= len(v.sources)
+		if !worse && !bh {
+			continue
+		}
+		c := candidate{dev: d}
+		c.Kind, c.Name = KindLB, r.devName[d]
+		c.Addresses = sortedKeys(v.addrs)
+		c.Evidence = Evidence{Stage: "rule", LostProbes: float64(v.vip.lost), SentProbes: float64(v.vip.sent),
+			PValue: upperTail(float64(v.vip.lost), float64(v.vip.sent), th.Healthy)}
+		what := "backends' direct paths"
+		if len(v.backends) == 0 {
+			what = "the same sources' other paths"
+		}
+		if worse {
+			c.conf = conf
+			c.EstimatedLoss = v.vip.ratio()
+			c.excess = float64(v.vip.lost) - th.Healthy*float64(v.vip.sent)
+			c.Evidence.Detail = fmt.Sprintf("VIP paths lose %.2g while the %s lose %.2g", v.vip.ratio(), what, v.other.ratio())
+		} else {
+			share := float64(len(v.blackholed)) / float64(len(v.sources))
+			c.conf = share
+			c.EstimatedLoss = 1 // of established flows
+			// Weigh it like a loss of every established-flow probe.
+			c.excess = max(float64(v.vip.sent), 1) * share
+			c.Evidence.Detail = fmt.Sprintf("%d of %d sources see established flows black-holed while new flows pass", len(v.blackholed), len(v.sources))
+		}
+		for _, pi := range v.pairs {
+			p := &r.pairs[pi]
+			lossy := p.lost > 0 || r.agents[p.agent].targets[p.target].blackhole
+			if lossy {
+				c.Evidence.LossyFlows++
+			} else {
+				c.Evidence.CleanFlows++
+			}
+		}
+		c.Evidence.Examples = pairExamples(r, v.pairs)
+		out = append(out, c)
+	}
+	return out
+}
+
+// hostRule blames a host when its own paths, as a source or as a target,
+// lose while the other hosts of its rack (same access device, else same
+// group) do not: its NIC, cable or agent. Comparing with the rack is what
+// makes a host beat its ToR.
+func hostRule(r *round, th *Thresholds, rackOf func(dev int32) string) []candidate {
+	type side struct{ out, in tally }
+	hosts := map[int32]*side{}
+	get := func(d int32) *side {
+		s := hosts[d]
+		if s == nil {
+			s = &side{}
+			hosts[d] = s
+		}
+		return s
+	}
+	for pi := range r.pairs {
+		p := &r.pairs[pi]
+		t := &r.agents[p.agent].targets[p.target]
+		if isLBPath(t) {
+			continue
+		}
+		get(p.src).out.add(p)
+		if r.devHost[p.dst] {
+			get(p.dst).in.add(p)
+		}
+	}
+	// Rack totals, to subtract each host's own share.
+	racks := map[string]*side{}
+	for d, s := range hosts {
+		rk := rackOf(d)
+		if racks[rk] == nil {
+			racks[rk] = &side{}
+		}
+		racks[rk].out.sent += s.out.sent
+		racks[rk].out.lost += s.out.lost
+		racks[rk].in.sent += s.in.sent
+		racks[rk].in.lost += s.in.lost
+	}
+	var out []candidate
+	for _, d := range sortedKeys(hosts) {
+		s := hosts[d]
+		rk := racks[rackOf(d)]
+		peersOut := tally{rk.out.sent - s.out.sent, rk.out.lost - s.out.lost}
+		peersIn := tally{rk.in.sent - s.in.sent, rk.in.lost - s.in.lost}
+		if peersOut.sent == 0 && peersIn.sent == 0 {
+			continue // alone in its rack: cannot tell it from its ToR
+		}
+		wo, co := th.clearlyWorse(s.out, peersOut)
+		wi, ci := th.clearlyWorse(s.in, peersIn)
+		if !wo && !wi {
+			continue
+		}
+		c := candidate{dev: d, conf: max(co, ci)}
+		c.Kind, c.Name = KindHost, r.devName[d]
+		c.Addresses = slices.Clone(r.devAddr[d])
+		var lost, sent uint64
+		var dir []string
+		if wo {
+			lost, sent = lost+s.out.lost, sent+s.out.sent
+			dir = append(dir, fmt.Sprintf("its paths out lose %.2g (its rack's others %.2g)", s.out.ratio(), peersOut.ratio()))
+		}
+		if wi {
+			lost, sent = lost+s.in.lost, sent+s.in.sent
+			dir = append(dir, fmt.Sprintf("its paths in lose %.2g (its rack's others %.2g)", s.in.ratio(), peersIn.ratio()))
+		}
+		c.EstimatedLoss = float64(lost) / float64(sent)
+		c.excess = float64(lost) - th.Healthy*float64(sent)
+		c.Evidence = Evidence{Stage: "rule", Detail: strings.Join(dir, "; "),
+			LostProbes: float64(lost), SentProbes: float64(sent),
+			PValue: upperTail(float64(lost), float64(sent), th.Healthy)}
+		var ps []int32
+		for pi := range r.pairs {
+			p := &r.pairs[pi]
+			if p.src == d && wo || p.dst == d && wi {
+				ps = append(ps, int32(pi))
+				if p.lost > 0 {
+					c.Evidence.LossyFlows++
+				} else {
+					c.Evidence.CleanFlows++
+				}
+			}
+		}
+		c.Evidence.Examples = pairExamples(r, ps)
+		out = append(out, c)
+	}
+	return out
+}
+
+// dataplaneRule blames a node's pod dataplane (CNI, veth, node
+// forwarding) when the paths to and from its pods lose while its node
+// paths do not. A pod's node comes from its "node" label.
+func dataplaneRule(r *round, th *Thresholds) []candidate {
+	type nodeT struct {
+		pod, node tally
+		pairs     []int32
+	}
+	nodes := map[string]*nodeT{}
+	get := func(n string) *nodeT {
+		v := nodes[n]
+		if v == nil {
+			v = &nodeT{}
+			nodes[n] = v
+		}
+		return v
+	}
+	for pi := range r.pairs {
+		p := &r.pairs[pi]
+		a := r.agents[p.agent]
+		t := &a.targets[p.target]
+		switch {
+		case isLBPath(t):
+		case isPodPath(t):
+			if a.class == "pod" && a.node != "" {
+				v := get(a.node)
+				v.pod.add(p)
+				v.pairs = append(v.pairs, int32(pi))
+			}
+			if t.class == "pod" && t.node != "" && t.node != a.node {
+				v := get(t.node)
+				v.pod.add(p)
+				v.pairs = append(v.pairs, int32(pi))
+			}
+		default:
+			get(a.name).node.add(p)
+			if t.name != a.name {
+				get(t.name).node.add(p)
+			}
+		}
+	}
+	var out []candidate
+	for _, n := range sortedKeys(nodes) {
+		v := nodes[n]
+		worse, conf := th.clearlyWorse(v.pod, v.node)
+		if !worse {
+			continue
+		}
+		c := candidate{dev: -1, conf: conf}
+		if d, ok := r.devID[n]; ok {
+			c.dev = d
+		}
+		c.Kind, c.Name = KindDataplane, n
+		c.Addresses = []string{}
+		if c.dev >= 0 {
+			c.Addresses = slices.Clone(r.devAddr[c.dev])
+		}
+		c.EstimatedLoss = v.pod.ratio()
+		c.excess = float64(v.pod.lost) - th.Healthy*float64(v.pod.sent)
+		c.Evidence = Evidence{Stage: "rule",
+			Detail:     fmt.Sprintf("paths to and from its pods lose %.2g while its node paths lose %.2g: CNI or node forwarding", v.pod.ratio(), v.node.ratio()),
+			LostProbes: float64(v.pod.lost), SentProbes: float64(v.pod.sent),
+			PValue: upperTail(float64(v.pod.lost), float64(v.pod.sent), th.Healthy)}
+		for _, pi := range v.pairs {
+			if r.pairs[pi].lost > 0 {
+				c.Evidence.LossyFlows++
+			} else {
+				c.Evidence.CleanFlows++
+			}
+		}
+		c.Evidence.Examples = pairExamples(r, v.pairs)
+		out = append(out, c)
+	}
+	return out
+}
+
+// maxExamples is how many example flows a suspect lists.
+const maxExamples = 3
+
+// pairExamples picks the lossiest pairs, deterministically.
+func pairExamples(r *round, ps []int32) []FlowRef {
+	ps = slices.Clone(ps)
+	slices.SortStableFunc(ps, func(x, y int32) int {
+		return cmpU64(r.pairs[y].lost, r.pairs[x].lost)
+	})
+	out := []FlowRef{}
+	for _, pi := range ps {
+		p := &r.pairs[pi]
+		if p.lost == 0 && !r.agents[p.agent].targets[p.target].blackhole || len(out) == maxExamples {
+			break
+		}
+		a := r.agents[p.agent]
+		out = append(out, FlowRef{Source: a.name, Target: a.targets[p.target].name, Sent: p.sent, Lost: p.lost})
+	}
+	return out
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func sortedKeys[K int32 | string, V any](m map[K]V) []K {
+	ks := make([]K, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
