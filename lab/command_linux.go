@@ -8,9 +8,9 @@ import (
 )
 
 // nsGuard sits in a lab Cmd's Err field until Start clears it: a plain
-// cmd.Start (or Run, Output) then fails instead of running the program in
-// the caller's namespace, where its packets to 198.18.0.0/15 could follow
-// the machine's default route out.
+// cmd.Start (or Run, Output) then fails, and spends the Cmd, instead of
+// running the program in the caller's namespace, where its packets to
+// 198.18.0.0/15 could follow the machine's default route out.
 type nsGuard struct{ ns string }
 
 func (g *nsGuard) Error() string {
@@ -43,9 +43,5 @@ func Start(cmd *exec.Cmd) error {
 		return errors.New("lab: Start takes a Cmd made by Fabric.Command")
 	}
 	cmd.Err = nil
-	err := Do(g.ns, cmd.Start)
-	if err != nil && cmd.Process == nil {
-		cmd.Err = g // not started: keep it guarded
-	}
-	return err
+	return Do(g.ns, cmd.Start)
 }

@@ -45,7 +45,7 @@
 //	198.19.250.10          the VIP (on the LB's lo)
 //	198.19.250.11          the LB's SNAT source (on the LB's lo)
 //
-// So n21 is 198.19.2.11, n21p1 is 198.19.102.33, and the address a
+// So n21 is 198.19.2.11, n21p1 is 198.19.102.17, and the address a
 // traceroute shows for spine 2 seen from rack 1 is 198.18.2.0. Spines
 // route each rack's two /24s to that rack's ToR and 198.19.250.0/24 to
 // the LB; ToRs and the LB reach other racks (and the LB) by an ECMP route

@@ -1,7 +1,14 @@
 package lab_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,21 +16,354 @@ import (
 	"github.com/netprober/prober/lab/labtest"
 )
 
+// TestFabric builds the default fabric once and checks it, then breaks it
+// one fault at a time; each subtest leaves it without faults.
 func TestFabric(t *testing.T) {
 	f := labtest.Up(t, lab.DefaultSpec())
+	ctx := t.Context()
+	n11, _ := f.Host("n11")
+	n21, _ := f.Host("n21")
 
-	t.Run("reachability", func(t *testing.T) {
+	t.Run("inventory", func(t *testing.T) {
+		if got, want := len(f.Hosts), 18; got != want {
+			t.Errorf("hosts: got %d, want %d", got, want)
+		}
+		loaded, err := lab.Load(f.Spec.Prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.EqualFunc(loaded.Hosts, f.Hosts, func(a, b lab.Host) bool { return a == b }) || loaded.VIP != f.VIP {
+			t.Errorf("Load: inventory differs from Up's")
+		}
+		hops := f.Hops()
+		for addr, want := range map[string]string{"198.18.2.1": "tor1", "198.18.2.0": "spine2", "198.19.3.1": "tor3", "198.18.1.255": "lb", f.VIP.String(): "lb"} {
+			if hops[addr] != want {
+				t.Errorf("Hops()[%s] = %q, want %q", addr, hops[addr], want)
+			}
+		}
+	})
+
+	t.Run("sysctls per namespace", func(t *testing.T) {
+		for _, tc := range []struct{ dev, key, want string }{
+			{"spine1", "net.ipv4.fib_multipath_hash_policy", "1"},
+			{"tor2", "net.ipv4.fib_multipath_hash_policy", "1"},
+			{"tor2", "net.ipv4.ip_forward", "1"},
+			{"n21p1", "net.ipv4.fib_multipath_hash_policy", "0"},
+			{"n21p1", "net.ipv4.ip_forward", "0"},
+			{"n21p1", "net.ipv4.ping_group_range", "0\t2147483647"},
+		} {
+			ns, _ := f.Namespace(tc.dev)
+			got, err := lab.Sysctl(ns, tc.key)
+			if err != nil || got != tc.want {
+				t.Errorf("%s %s = %q, %v; want %q", tc.dev, tc.key, got, err, tc.want)
+			}
+		}
+	})
+
+	t.Run("every node reaches every host", func(t *testing.T) {
 		var targets []netip.Addr
 		for _, h := range f.Hosts {
 			targets = append(targets, h.Addr)
 		}
+		var wg sync.WaitGroup
 		for _, n := range f.Nodes() {
-			got := ping(t, n.Namespace, targets, 2, 20*time.Millisecond, 500*time.Millisecond)
-			for _, h := range f.Hosts {
-				if got[h.Addr] == 0 {
-					t.Errorf("%s -> %s (%v): no echo reply", n.Name, h.Name, h.Addr)
+			wg.Go(func() {
+				got := ping(t, n.Namespace, targets, 2, 20*time.Millisecond, 400*time.Millisecond)
+				for _, h := range f.Hosts {
+					if got[h.Addr] == 0 {
+						t.Errorf("%s -> %s (%v): no echo reply", n.Name, h.Name, h.Addr)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
+
+	t.Run("ECMP spreads flows over all spines", func(t *testing.T) {
+		listen(t, n21.Namespace, netip.AddrPortFrom(n21.Addr, 7001))
+		var sports []uint16
+		for i := range 16 {
+			sports = append(sports, uint16(41000+i))
+		}
+		read := map[string]func() map[uint16]uint64{}
+		for _, s := range []string{"spine1", "spine2", "spine3"} {
+			ns, _ := f.Namespace(s)
+			read[s] = counters(t, ns, sports)
+		}
+		for _, p := range sports {
+			c, err := dial(n11.Namespace, netip.AddrPortFrom(n11.Addr, p), netip.AddrPortFrom(n21.Addr, 7001), 2*time.Second)
+			if err != nil {
+				t.Fatalf("flow from port %d: %v", p, err)
+			}
+			for range 3 {
+				if err := roundTrip(c, "prober-lab", 2*time.Second); err != nil {
+					t.Fatalf("flow from port %d: %v", p, err)
+				}
+			}
+			abort(c)
+		}
+		perSpine := map[string]int{}
+		for _, p := range sports {
+			var on []string
+			for s, r := range read {
+				if n := r()[p]; n > 0 {
+					on = append(on, fmt.Sprintf("%s:%d", s, n))
+					perSpine[s]++
+				}
+			}
+			if len(on) != 1 {
+				t.Errorf("flow from port %d crossed %d spines (%v), want exactly 1", p, len(on), on)
+			}
+		}
+		t.Logf("flows per spine: %v", perSpine)
+		if len(perSpine) != 3 {
+			t.Errorf("16 flows used spines %v, want all 3", perSpine)
+		}
+	})
+
+	t.Run("device loss then clear", func(t *testing.T) {
+		if err := f.Inject(ctx, lab.Fault{Kind: lab.FaultDeviceLoss, Device: "tor1", Permille: 300}); err != nil {
+			t.Fatal(err)
+		}
+		const probes = 400
+		got := ping(t, n11.Namespace, []netip.Addr{n21.Addr}, probes, 2*time.Millisecond, 500*time.Millisecond)
+		// Request and reply both cross tor1: 1 - 0.7^2 = 0.51 per round
+		// trip; 400 probes put 4.5 standard deviations inside the band.
+		loss := 1 - float64(got[n21.Addr])/probes
+		t.Logf("round-trip loss through tor1 at 300 per mille: %.3f", loss)
+		if loss < 0.40 || loss > 0.62 {
+			t.Errorf("loss %.3f outside 0.40..0.62", loss)
+		}
+		if err := f.Clear(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got = ping(t, n11.Namespace, []netip.Addr{n21.Addr}, 100, 2*time.Millisecond, 500*time.Millisecond)
+		if got[n21.Addr] != 100 {
+			t.Errorf("after clear: %d of 100 replies, want all", got[n21.Addr])
+		}
+	})
+
+	t.Run("blackhole drops a fixed subset of flows", func(t *testing.T) {
+		listen(t, n21.Namespace, netip.AddrPortFrom(n21.Addr, 7002))
+		if err := f.Inject(ctx, lab.Fault{Kind: lab.FaultBlackhole, Device: "tor1", Mod: 4}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Clear(context.Background()) })
+		round := func() []uint16 {
+			var mu sync.Mutex
+			var dead []uint16
+			var wg sync.WaitGroup
+			for i := range 24 {
+				p := uint16(42000 + i)
+				wg.Go(func() {
+					c, err := dial(n11.Namespace, netip.AddrPortFrom(n11.Addr, p), netip.AddrPortFrom(n21.Addr, 7002), 400*time.Millisecond)
+					if err == nil {
+						err = roundTrip(c, "x", 400*time.Millisecond)
+						abort(c)
+					}
+					if err != nil {
+						mu.Lock()
+						dead = append(dead, p)
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			slices.Sort(dead)
+			return dead
+		}
+		first, second := round(), round()
+		t.Logf("black-holed source ports: %v", first)
+		if len(first) == 0 || len(first) == 24 {
+			t.Errorf("%d of 24 flows black-holed, want some but not all", len(first))
+		}
+		if !slices.Equal(first, second) {
+			t.Errorf("black-holed flows changed: %v then %v", first, second)
+		}
+	})
+
+	t.Run("LB balances, then forgets established flows", func(t *testing.T) {
+		if err := f.Clear(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var servers []*echoServer
+		for _, n := range f.Nodes() {
+			servers = append(servers, listen(t, n.Namespace, netip.AddrPortFrom(n.Addr, 8080)))
+		}
+		vip := netip.AddrPortFrom(f.VIP, 8080)
+		for i := range 12 {
+			c, err := dial(n11.Namespace, netip.AddrPort{}, vip, 2*time.Second)
+			if err != nil {
+				t.Fatalf("conn %d to VIP: %v", i, err)
+			}
+			if err := roundTrip(c, "hello", 2*time.Second); err != nil {
+				t.Fatalf("conn %d to VIP: %v", i, err)
+			}
+			abort(c)
+		}
+		used := 0
+		for _, s := range servers {
+			if p := s.Peers(); len(p) > 0 {
+				used++
+				if p[0] != f.LBSource {
+					t.Errorf("backend saw client %v, want the LB's SNAT address %v", p[0], f.LBSource)
 				}
 			}
 		}
+		if used < 2 {
+			t.Errorf("12 connections to the VIP reached %d backends, want several", used)
+		}
+
+		old, err := dial(n11.Namespace, netip.AddrPort{}, vip, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer abort(old)
+		if err := roundTrip(old, "before", 2*time.Second); err != nil {
+			t.Fatalf("established conn before the fault: %v", err)
+		}
+		if err := f.Inject(ctx, lab.Fault{Kind: lab.FaultLBForget}); err != nil {
+			t.Fatal(err)
+		}
+		defer f.Clear(context.Background())
+		if err := roundTrip(old, "after", time.Second); !isTimeout(err) {
+			t.Errorf("established conn after lb-forget: got %v, want a silent timeout", err)
+		}
+		fresh, err := dial(n11.Namespace, netip.AddrPort{}, vip, 2*time.Second)
+		if err != nil {
+			t.Fatalf("new conn during lb-forget: %v", err)
+		}
+		defer abort(fresh)
+		if err := roundTrip(fresh, "new", 2*time.Second); err != nil {
+			t.Errorf("new conn during lb-forget: %v", err)
+		}
 	})
+
+	t.Run("faults compose and clear together", func(t *testing.T) {
+		for _, ft := range []lab.Fault{
+			{Kind: lab.FaultDeviceLoss, Device: "spine1", Permille: 1000},
+			{Kind: lab.FaultLinkLoss, From: "tor1", To: "spine2", Permille: 1000, Both: true},
+			{Kind: lab.FaultLinkLoss, From: "tor1", To: "spine3", Permille: 1000},
+		} {
+			if err := f.Inject(ctx, ft); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// tor1 -> spine1, spine2, spine3 all drop everything: rack 1 is cut off.
+		if got := ping(t, n11.Namespace, []netip.Addr{n21.Addr}, 20, 2*time.Millisecond, 300*time.Millisecond); got[n21.Addr] != 0 {
+			t.Errorf("with every uplink of tor1 broken: %d of 20 replies, want 0", got[n21.Addr])
+		}
+		if err := f.Clear(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := ping(t, n11.Namespace, []netip.Addr{n21.Addr}, 20, 2*time.Millisecond, 300*time.Millisecond); got[n21.Addr] != 20 {
+			t.Errorf("after clear: %d of 20 replies, want 20", got[n21.Addr])
+		}
+	})
+
+	t.Run("partition", func(t *testing.T) {
+		if err := f.Inject(ctx, lab.Fault{Kind: lab.FaultPartition, Zone: "z1"}); err != nil {
+			t.Fatal(err)
+		}
+		defer f.Clear(context.Background())
+		n12, _ := f.Host("n12")
+		n31, _ := f.Host("n31")
+		got := ping(t, n11.Namespace, []netip.Addr{n12.Addr, n21.Addr, f.VIP}, 5, 5*time.Millisecond, 300*time.Millisecond)
+		if got[n12.Addr] != 5 || got[n21.Addr] != 0 || got[f.VIP] != 0 {
+			t.Errorf("zone z1 partitioned, from n11: n12 %d/5 (want 5), n21 %d/5 (want 0), VIP %d/5 (want 0)", got[n12.Addr], got[n21.Addr], got[f.VIP])
+		}
+		if got := ping(t, n21.Namespace, []netip.Addr{n31.Addr}, 5, 5*time.Millisecond, 300*time.Millisecond); got[n31.Addr] != 5 {
+			t.Errorf("z2 -> z3 during z1's partition: %d/5 replies, want 5", got[n31.Addr])
+		}
+	})
+
+	t.Run("host NIC loss", func(t *testing.T) {
+		if err := f.Inject(ctx, lab.Fault{Kind: lab.FaultHostNIC, Host: "n21", Permille: 1000}); err != nil {
+			t.Fatal(err)
+		}
+		defer f.Clear(context.Background())
+		n22, _ := f.Host("n22")
+		pod, _ := f.Host("n21p1")
+		got := ping(t, n11.Namespace, []netip.Addr{n21.Addr, pod.Addr, n22.Addr}, 5, 5*time.Millisecond, 300*time.Millisecond)
+		if got[n21.Addr] != 0 || got[pod.Addr] != 0 || got[n22.Addr] != 5 {
+			t.Errorf("n21's NIC dropping all: n21 %d/5 (want 0), n21p1 %d/5 (want 0), n22 %d/5 (want 5)", got[n21.Addr], got[pod.Addr], got[n22.Addr])
+		}
+	})
+
+	t.Run("bad faults", func(t *testing.T) {
+		for _, tc := range []struct {
+			ft   lab.Fault
+			want string
+		}{
+			{lab.Fault{Kind: "melt"}, `kind: "melt" not one of`},
+			{lab.Fault{Kind: lab.FaultDeviceLoss, Device: "spine9", Permille: 5}, `device: unknown device "spine9"`},
+			{lab.Fault{Kind: lab.FaultDeviceLoss, Device: "spine1", Permille: 1001}, "permille: 1001 not in 1..1000"},
+			{lab.Fault{Kind: lab.FaultLinkLoss, From: "tor1", To: "tor2", Permille: 5}, "tor1 has no link to tor2"},
+			{lab.Fault{Kind: lab.FaultBlackhole, Device: "tor1", Mod: 1}, "mod: 1 not in 2..1024"},
+			{lab.Fault{Kind: lab.FaultPartition, Rack: "r1", Zone: "z1"}, "exactly one of rack and zone"},
+			{lab.Fault{Kind: lab.FaultLBForget, Permille: 5}, "permille: not used by lb-forget"},
+		} {
+			err := f.Inject(ctx, tc.ft)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Inject(%v) = %v, want error containing %q", tc.ft, err, tc.want)
+			}
+		}
+	})
+
+	t.Run("Command runs in the namespace", func(t *testing.T) {
+		cmd, err := f.Command(ctx, "n21", "cat", "/proc/self/net/dev")
+		if errors.Is(err, os.ErrNotExist) || (err != nil && strings.Contains(err.Error(), "executable file not found")) {
+			t.Skip("no cat")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err == nil {
+			cmd.Wait()
+			t.Fatal("plain cmd.Start ran a lab command outside its namespace")
+		}
+		cmd, err = f.Command(ctx, "n21", "cat", "/proc/self/net/dev")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		cmd.Stdout = &out
+		if err := lab.Start(cmd); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		// n21 has eth0 and its pod's veth p1; the test's own namespace
+		// has no p1.
+		if !strings.Contains(out.String(), "p1:") || !strings.Contains(out.String(), "eth0:") {
+			t.Errorf("/proc/self/net/dev in n21:\n%s\nwant eth0 and p1", out.String())
+		}
+	})
+}
+
+func TestDown(t *testing.T) {
+	f := labtest.Up(t, lab.Spec{Spines: 1, Racks: 1, NodesPerRack: 1, PodsPerNode: -1})
+	prefix := f.Spec.Prefix
+	if err := lab.Do(prefix+"-n11", func() error { return nil }); err != nil {
+		t.Fatalf("Do in a live namespace: %v", err)
+	}
+	if err := lab.Down(prefix); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	left, _ := os.ReadDir("/run/netns")
+	for _, e := range left {
+		if strings.HasPrefix(e.Name(), prefix+"-") {
+			t.Errorf("namespace %s left after Down", e.Name())
+		}
+	}
+	if _, err := lab.Load(prefix); !errors.Is(err, lab.ErrNoLab) {
+		t.Errorf("Load after Down: %v, want ErrNoLab", err)
+	}
+	if err := lab.Down(prefix); err != nil {
+		t.Errorf("second Down: %v, want nil (idempotent)", err)
+	}
+	if err := lab.Do(prefix+"-n11", func() error { return nil }); err == nil {
+		t.Errorf("Do in a removed namespace succeeded")
+	}
 }

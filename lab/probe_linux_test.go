@@ -85,8 +85,6 @@ func ping(t *testing.T, ns string, targets []netip.Addr, count int, gap, wait ti
 	return got
 }
 
-var errTimeout = errors.New("timeout")
-
 func isTimeout(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded)
 }

@@ -100,4 +100,3 @@ func Up(t testing.TB, spec lab.Spec) *lab.Fabric {
 	t.Logf("lab %s up in %v", spec.Prefix, time.Since(start).Round(time.Millisecond))
 	return f
 }
-

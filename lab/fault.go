@@ -1,0 +1,185 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Fault kinds. Each is an nftables table inet prober_fault in the
+// namespace of the device it breaks; docs/lab.md has the rules.
+const (
+	// FaultDeviceLoss drops Permille of everything Device (a router)
+	// forwards, both directions. ICMP the device itself sends (its own
+	// Time Exceeded) is not forwarded and still leaves, as a lossy
+	// switch's control plane still answers a traceroute.
+	FaultDeviceLoss = "device-loss"
+	// FaultLinkLoss drops Permille of what From sends to To (two adjacent
+	// routers), or of both directions with Both.
+	FaultLinkLoss = "link-loss"
+	// FaultBlackhole silently drops the TCP flows whose 5-tuple hashes to
+	// 0 mod Mod at Device: a fixed 1/Mod of flows, always the same ones.
+	FaultBlackhole = "blackhole"
+	// FaultLBForget makes the LB drop every packet of connections it
+	// tracked before the fault, while new connections work (seed 001).
+	FaultLBForget = "lb-forget"
+	// FaultLBLoss drops Permille of every packet the LB receives: loss on
+	// the LB path only (seed 004).
+	FaultLBLoss = "lb-loss"
+	// FaultHostNIC drops Permille of packets in and out of Host's own
+	// NIC (eth0, in the host's namespace), a pod's traffic through its
+	// node's NIC included.
+	FaultHostNIC = "host-nic"
+	// FaultPartition cuts Rack or Zone off: its ToRs drop everything
+	// from or to other racks and the LB (seed 000).
+	FaultPartition = "partition"
+)
+
+// FaultKinds lists every kind, in the order the CLI documents them.
+var FaultKinds = []string{FaultDeviceLoss, FaultLinkLoss, FaultBlackhole, FaultLBForget, FaultLBLoss, FaultHostNIC, FaultPartition}
+
+// Fault is one injected failure. Only the fields its Kind uses may be set.
+type Fault struct {
+	Kind     string `json:"kind"`
+	Device   string `json:"device,omitempty"`   // device-loss, blackhole: "spine2", "tor1", "lb"
+	From     string `json:"from,omitempty"`     // link-loss: the sending router
+	To       string `json:"to,omitempty"`       // link-loss: the receiving router
+	Both     bool   `json:"both,omitempty"`     // link-loss: also To -> From
+	Host     string `json:"host,omitempty"`     // host-nic: "n21", "n21p1"
+	Rack     string `json:"rack,omitempty"`     // partition: "r1"
+	Zone     string `json:"zone,omitempty"`     // partition: "z1"
+	Permille int    `json:"permille,omitempty"` // loss kinds: 1..1000
+	Mod      int    `json:"mod,omitempty"`      // blackhole: 2..1024, drops 1/Mod of flows
+}
+
+func (ft Fault) String() string {
+	var b strings.Builder
+	b.WriteString(ft.Kind)
+	add := func(k string, v any, set bool) {
+		if set {
+			fmt.Fprintf(&b, " %s=%v", k, v)
+		}
+	}
+	add("device", ft.Device, ft.Device != "")
+	add("from", ft.From, ft.From != "")
+	add("to", ft.To, ft.To != "")
+	add("both", ft.Both, ft.Both)
+	add("host", ft.Host, ft.Host != "")
+	add("rack", ft.Rack, ft.Rack != "")
+	add("zone", ft.Zone, ft.Zone != "")
+	add("permille", ft.Permille, ft.Permille != 0)
+	add("mod", ft.Mod, ft.Mod != 0)
+	return b.String()
+}
+
+// Check reports everything wrong with ft for this fabric at once: unknown
+// kind or device, parameters out of range or not used by the kind.
+func (f *Fabric) Check(ft Fault) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	uses := map[string]bool{}
+	need := func(field string) { uses[field] = true }
+	permille := func() {
+		need("permille")
+		if ft.Permille < 1 || ft.Permille > 1000 {
+			bad("permille: %d not in 1..1000", ft.Permille)
+		}
+	}
+	router := func(field, name string, kinds ...string) {
+		need(field)
+		r, ok := f.Router(name)
+		switch {
+		case name == "":
+			bad("%s: missing (one of %s)", field, strings.Join(f.routerNames(kinds...), ", "))
+		case !ok || !slices.Contains(kinds, r.Kind):
+			bad("%s: unknown device %q (one of %s)", field, name, strings.Join(f.routerNames(kinds...), ", "))
+		}
+	}
+	switch ft.Kind {
+	case FaultDeviceLoss:
+		router("device", ft.Device, KindSpine, KindToR, KindLB)
+		permille()
+	case FaultLinkLoss:
+		router("from", ft.From, KindSpine, KindToR, KindLB)
+		router("to", ft.To, KindSpine, KindToR, KindLB)
+		need("both")
+		if from, ok := f.Router(ft.From); ok && ft.To != "" {
+			if _, ok := f.Router(ft.To); ok && !slices.ContainsFunc(from.Interfaces, func(i Interface) bool { return i.Peer == ft.To }) {
+				bad("to: %s has no link to %s (links are spine-tor and spine-lb; for a host's link use %s)", ft.From, ft.To, FaultHostNIC)
+			}
+		}
+		permille()
+	case FaultBlackhole:
+		router("device", ft.Device, KindSpine, KindToR, KindLB)
+		need("mod")
+		if ft.Mod < 2 || ft.Mod > 1024 {
+			bad("mod: %d not in 2..1024", ft.Mod)
+		}
+	case FaultLBForget, FaultLBLoss:
+		if !f.Spec.LB {
+			bad("kind: %s: this lab has no LB", ft.Kind)
+		}
+		if ft.Kind == FaultLBLoss {
+			permille()
+		}
+	case FaultHostNIC:
+		need("host")
+		if _, ok := f.Host(ft.Host); !ok {
+			bad("host: unknown host %q (a node such as n11 or a pod such as n11p1)", ft.Host)
+		}
+		permille()
+	case FaultPartition:
+		need("rack")
+		need("zone")
+		switch {
+		case (ft.Rack == "") == (ft.Zone == ""):
+			bad("partition: give exactly one of rack and zone")
+		case ft.Rack != "" && len(f.torsOf(ft.Rack, "")) == 0:
+			bad("rack: unknown rack %q (r1..r%d)", ft.Rack, f.Spec.Racks)
+		case ft.Zone != "" && len(f.torsOf("", ft.Zone)) == 0:
+			bad("zone: unknown zone %q (z1..z%d)", ft.Zone, f.Spec.Zones)
+		}
+	case "":
+		bad("kind: missing (one of %s)", strings.Join(FaultKinds, ", "))
+	default:
+		bad("kind: %q not one of %s", ft.Kind, strings.Join(FaultKinds, ", "))
+	}
+	if ft.Kind != "" && slices.Contains(FaultKinds, ft.Kind) {
+		set := map[string]bool{
+			"device": ft.Device != "", "from": ft.From != "", "to": ft.To != "", "both": ft.Both,
+			"host": ft.Host != "", "rack": ft.Rack != "", "zone": ft.Zone != "",
+			"permille": ft.Permille != 0, "mod": ft.Mod != 0,
+		}
+		for _, k := range []string{"device", "from", "to", "both", "host", "rack", "zone", "permille", "mod"} {
+			if set[k] && !uses[k] {
+				bad("%s: not used by %s", k, ft.Kind)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("fault %s: %w", ft.Kind, err)
+	}
+	return nil
+}
+
+func (f *Fabric) routerNames(kinds ...string) []string {
+	var names []string
+	for _, r := range f.Routers {
+		if slices.Contains(kinds, r.Kind) {
+			names = append(names, r.Name)
+		}
+	}
+	return names
+}
+
+// torsOf returns the ToRs of rack, or of every rack in zone.
+func (f *Fabric) torsOf(rack, zone string) []int {
+	var racks []int
+	for r := 1; r <= f.Spec.Racks; r++ {
+		if rackName(r) == rack || zoneName(f.Spec.zoneOf(r)) == zone {
+			racks = append(racks, r)
+		}
+	}
+	return racks
+}
