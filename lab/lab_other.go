@@ -6,7 +6,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
+	"net/http"
 	"os/exec"
+	"time"
 )
 
 // ErrPrivilege is what NeedNetAdmin wraps when the process may not build
@@ -37,3 +40,19 @@ func (f *Fabric) Command(ctx context.Context, ns, name string, args ...string) (
 
 // Start needs Linux.
 func Start(cmd *exec.Cmd) error { return errors.ErrUnsupported }
+
+// DialContext needs Linux: its dial function always fails.
+func DialContext(ns string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(context.Context, string, string) (net.Conn, error) { return nil, errors.ErrUnsupported }
+}
+
+// HTTPClient needs Linux: its requests always fail.
+func HTTPClient(ns string, timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{Proxy: nil, DialContext: DialContext(ns)}}
+}
+
+// Inject needs Linux.
+func (f *Fabric) Inject(ctx context.Context, ft Fault) error { return errors.ErrUnsupported }
+
+// Clear needs Linux.
+func (f *Fabric) Clear(ctx context.Context) error { return errors.ErrUnsupported }

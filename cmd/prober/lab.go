@@ -2,12 +2,272 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/netprober/prober/lab"
 )
 
-// runLab is a placeholder until its issue lands.
+var labSubcommands = []struct{ name, summary string }{
+	{"up", "build a fabric and print its inventory and hops"},
+	{"down", "remove every namespace of a lab (also after a crash)"},
+	{"fault", "inject a fault: " + strings.Join(lab.FaultKinds, ", ")},
+	{"clear", "remove every injected fault"},
+	{"demo", "build a fabric, run agents and the matrix, break a spine"},
+}
+
+// runLab is `prober lab up|down|fault|clear|demo`.
 func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "prober lab: not implemented yet")
-	return exitRuntime
+	if len(args) == 0 {
+		labUsage(stderr)
+		return exitUsage
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	switch args[0] {
+	case "-h", "--help", "help":
+		labUsage(stdout)
+		return exitOK
+	case "up":
+		return runLabUp(ctx, args[1:], stdout, stderr, logger)
+	case "down":
+		return runLabDown(args[1:], stdout, stderr)
+	case "fault":
+		return runLabFault(ctx, args[1:], stdout, stderr, logger)
+	case "clear":
+		return runLabClear(ctx, args[1:], stdout, stderr, logger)
+	case "demo":
+		fmt.Fprintln(stderr, "prober lab demo: not implemented yet")
+		return exitRuntime
+	}
+	fmt.Fprintf(stderr, "prober lab: unknown subcommand %q\n\n", args[0])
+	labUsage(stderr)
+	return exitUsage
+}
+
+func labUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: prober lab <subcommand> [flags]\n\nBuilds a data-center fabric from network namespaces (needs root). See docs/lab.md.\n\nsubcommands:")
+	for _, s := range labSubcommands {
+		fmt.Fprintf(w, "  %-6s %s\n", s.name, s.summary)
+	}
+}
+
+// labPrivileged prints one line and returns false when the lab cannot run.
+func labPrivileged(name string, stderr io.Writer) bool {
+	if err := lab.NeedNetAdmin(); err != nil {
+		fmt.Fprintf(stderr, "prober lab %s: %v\n", name, err)
+		return false
+	}
+	return true
+}
+
+func prefixFlag(fs *flag.FlagSet) *string {
+	return fs.String("prefix", lab.DefaultPrefix, "namespace name prefix of the lab")
+}
+
+// noArgs reports stray positional arguments as a usage error.
+func noArgs(fs *flag.FlagSet, name string, stderr io.Writer) bool {
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "prober lab %s: unexpected argument %q\n", name, fs.Arg(0))
+		return false
+	}
+	return true
+}
+
+func runLabUp(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) int {
+	fs := newFlagSet("lab up", "[--spines N] [--racks N] [--nodes N] [--pods N] [--zones N] [--lb=false] [--lb-ports P,P] [--prefix P]", stderr)
+	prefix := prefixFlag(fs)
+	spines := fs.Int("spines", lab.DefaultSpines, "spine routers (1..8)")
+	racks := fs.Int("racks", lab.DefaultRacks, "racks, one ToR each (1..9)")
+	nodes := fs.Int("nodes", lab.DefaultNodesPerRack, "nodes per rack (1..9)")
+	pods := fs.Int("pods", lab.DefaultPodsPerNode, "pods per node (0..9)")
+	zones := fs.Int("zones", 0, "zones the racks are grouped into (default: one per rack, at most 3)")
+	withLB := fs.Bool("lb", true, "add a load balancer with a VIP in front of every node")
+	lbPorts := fs.String("lb-ports", "", "TCP ports the VIP balances, comma-separated (default: every port)")
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if !noArgs(fs, "up", stderr) {
+		return exitUsage
+	}
+	ports, err := lab.ParsePorts(*lbPorts)
+	if err != nil {
+		fmt.Fprintf(stderr, "prober lab up: --lb-ports: %v\n", err)
+		return exitUsage
+	}
+	spec := lab.Spec{Prefix: *prefix, Spines: *spines, Racks: *racks, NodesPerRack: *nodes,
+		PodsPerNode: *pods, Zones: *zones, LB: *withLB, LBPorts: ports}
+	if *pods == 0 {
+		spec.PodsPerNode = -1 // Spec's zero means "default"; the flag's 0 means none
+	}
+	spec.SetDefaults()
+	if err := spec.Validate(); err != nil {
+		fmt.Fprintf(stderr, "prober lab up: %v\n", strings.ReplaceAll(err.Error(), "\n", "; "))
+		return exitUsage
+	}
+	if !labPrivileged("up", stderr) {
+		return exitRuntime
+	}
+	f, err := lab.Up(ctx, spec, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "prober lab up: %v\n", err)
+		return exitRuntime
+	}
+	printInventory(stdout, f)
+	return exitOK
+}
+
+func runLabDown(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("lab down", "[--prefix P]", stderr)
+	prefix := prefixFlag(fs)
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if !noArgs(fs, "down", stderr) {
+		return exitUsage
+	}
+	if !labPrivileged("down", stderr) {
+		return exitRuntime
+	}
+	if err := lab.Down(*prefix); err != nil {
+		fmt.Fprintf(stderr, "prober lab down: %v\n", err)
+		return exitRuntime
+	}
+	fmt.Fprintf(stdout, "lab %s: down\n", *prefix)
+	return exitOK
+}
+
+func runLabFault(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) int {
+	fs := newFlagSet("lab fault", "[--prefix P] KIND [flags]\n\nkinds:\n"+
+		"  device-loss --device spine2 --permille 50\n"+
+		"  link-loss   --from tor1 --to spine2 --permille 20 [--both]\n"+
+		"  blackhole   --device spine1 --mod 4\n"+
+		"  lb-forget\n"+
+		"  lb-loss     --permille 200\n"+
+		"  host-nic    --host n21 --permille 300\n"+
+		"  partition   --zone z1 | --rack r1", stderr)
+	prefix := prefixFlag(fs)
+	var ft lab.Fault
+	fs.StringVar(&ft.Device, "device", "", "router to break: spineN, torN or lb (device-loss, blackhole)")
+	fs.StringVar(&ft.From, "from", "", "sending end of the link (link-loss)")
+	fs.StringVar(&ft.To, "to", "", "receiving end of the link (link-loss)")
+	fs.BoolVar(&ft.Both, "both", false, "break both directions of the link (link-loss)")
+	fs.StringVar(&ft.Host, "host", "", "node or pod whose NIC drops, such as n21 (host-nic)")
+	fs.StringVar(&ft.Rack, "rack", "", "rack to cut off, such as r1 (partition)")
+	fs.StringVar(&ft.Zone, "zone", "", "zone to cut off, such as z1 (partition)")
+	fs.IntVar(&ft.Permille, "permille", 0, "packets dropped per thousand, 1..1000 (loss kinds)")
+	fs.IntVar(&ft.Mod, "mod", 0, "black-hole the flows whose 5-tuple hash is 0 mod this (blackhole)")
+	// The kind may come first (`fault device-loss --device spine2`) or
+	// after the lab's flags (`fault --prefix x device-loss ...`).
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		ft.Kind, args = args[0], args[1:]
+	}
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if ft.Kind == "" && fs.NArg() > 0 {
+		ft.Kind = fs.Arg(0)
+		if code := parseFlags(fs, fs.Args()[1:]); code >= 0 {
+			return code
+		}
+	}
+	if !noArgs(fs, "fault", stderr) {
+		return exitUsage
+	}
+	if ft.Kind == "" {
+		fmt.Fprintf(stderr, "prober lab fault: missing KIND (one of %s)\n", strings.Join(lab.FaultKinds, ", "))
+		return exitUsage
+	}
+	if !labPrivileged("fault", stderr) {
+		return exitRuntime
+	}
+	f, err := lab.Load(*prefix)
+	if err != nil {
+		fmt.Fprintf(stderr, "prober lab fault: %v\n", err)
+		return exitRuntime
+	}
+	if err := f.Check(ft); err != nil {
+		fmt.Fprintf(stderr, "prober lab fault: %v\n", strings.ReplaceAll(err.Error(), "\n", "; "))
+		return exitUsage
+	}
+	if err := f.Inject(ctx, ft); err != nil {
+		fmt.Fprintf(stderr, "prober lab fault: %v\n", err)
+		return exitRuntime
+	}
+	logger.Debug("fault", "fault", ft.String())
+	fmt.Fprintf(stdout, "lab %s: injected %s (undo: prober lab clear --prefix %s)\n", *prefix, ft, *prefix)
+	return exitOK
+}
+
+func runLabClear(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) int {
+	fs := newFlagSet("lab clear", "[--prefix P]", stderr)
+	prefix := prefixFlag(fs)
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if !noArgs(fs, "clear", stderr) {
+		return exitUsage
+	}
+	if !labPrivileged("clear", stderr) {
+		return exitRuntime
+	}
+	f, err := lab.Load(*prefix)
+	if err != nil {
+		fmt.Fprintf(stderr, "prober lab clear: %v\n", err)
+		return exitRuntime
+	}
+	if err := f.Clear(ctx); err != nil {
+		fmt.Fprintf(stderr, "prober lab clear: %v\n", err)
+		return exitRuntime
+	}
+	fmt.Fprintf(stdout, "lab %s: faults cleared\n", *prefix)
+	return exitOK
+}
+
+// printInventory writes the hosts and routers as aligned tables, then the
+// matrix's hops: configuration.
+func printInventory(w io.Writer, f *lab.Fabric) {
+	s := f.Spec
+	fmt.Fprintf(w, "lab %s: %d spines, %d racks x %d nodes, %d pods per node, %d zones",
+		s.Prefix, s.Spines, s.Racks, s.NodesPerRack, s.PodsPerNode, s.Zones)
+	if f.VIP.IsValid() {
+		fmt.Fprintf(w, ", LB VIP %s (SNAT %s)", f.VIP, f.LBSource)
+	}
+	fmt.Fprintf(w, "\nenter a namespace: ip netns exec %s-n11 sh    remove: prober lab down --prefix %s\n\n", s.Prefix, s.Prefix)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tCLASS\tADDRESS\tRACK\tZONE\tNODE\tNAMESPACE")
+	for _, h := range f.Hosts {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Class, h.Addr, h.Rack, h.Zone, h.Node, h.Namespace)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROUTER\tKIND\tNAMESPACE\tINTERFACES")
+	for _, r := range f.Routers {
+		var ifs []string
+		for _, i := range r.Interfaces {
+			ifs = append(ifs, i.Name+"="+i.Addr.String())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Kind, r.Namespace, strings.Join(ifs, " "))
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w, "\n# for the matrix configuration:\nhops:")
+	hops := f.Hops()
+	addrs := make([]netip.Addr, 0, len(hops))
+	for a := range hops {
+		if addr, err := netip.ParseAddr(a); err == nil {
+			addrs = append(addrs, addr)
+		}
+	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	for _, a := range addrs {
+		fmt.Fprintf(w, "  %q: %s\n", a.String(), hops[a.String()])
+	}
 }
