@@ -342,6 +342,48 @@ func TestFabric(t *testing.T) {
 	})
 }
 
+// failingCtx reports cancellation from its n-th Err call on, so Up fails
+// in the middle of building.
+type failingCtx struct {
+	context.Context
+	calls, n int
+}
+
+func (c *failingCtx) Err() error {
+	c.calls++
+	if c.calls >= c.n {
+		return context.Canceled
+	}
+	return nil
+}
+
+func TestUpFailureTearsDown(t *testing.T) {
+	labtest.NeedNetAdmin(t)
+	prefix := labtest.Prefix(t)
+	t.Cleanup(func() { lab.Down(prefix) })
+	spec := lab.DefaultSpec()
+	spec.Prefix = prefix
+	_, err := lab.Up(&failingCtx{Context: t.Context(), n: 20}, spec, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Up with a context cancelled midway: %v, want context.Canceled", err)
+	}
+	left, _ := os.ReadDir("/run/netns")
+	for _, e := range left {
+		if strings.HasPrefix(e.Name(), prefix+"-") {
+			t.Errorf("namespace %s left after a failed Up", e.Name())
+		}
+	}
+
+	f := labtest.Up(t, lab.Spec{Spines: 1, Racks: 1, NodesPerRack: 1, PodsPerNode: -1})
+	again := f.Spec
+	if _, err := lab.Up(t.Context(), again, nil); err == nil || !strings.Contains(err.Error(), "lab down --prefix "+again.Prefix) {
+		t.Errorf("Up over a running lab: %v, want a refusal naming 'lab down'", err)
+	}
+	if err := lab.Do(f.Hosts[0].Namespace, func() error { return nil }); err != nil {
+		t.Errorf("the running lab was harmed by the refused Up: %v", err)
+	}
+}
+
 func TestDown(t *testing.T) {
 	f := labtest.Up(t, lab.Spec{Spines: 1, Racks: 1, NodesPerRack: 1, PodsPerNode: -1})
 	prefix := f.Spec.Prefix
