@@ -41,6 +41,8 @@ type synPacket struct {
 	seq          uint32
 	ttl          uint8
 	ipID         uint16
+	// rst makes it a bare RST instead of a SYN (see TCPSYN.Probe).
+	rst bool
 }
 
 // encode returns the wire bytes of p. The slice is valid until the next
@@ -57,6 +59,12 @@ func (e *synEncoder) encode(p synPacket) ([]byte, error) {
 	e.tcp.SrcPort = layers.TCPPort(p.sport)
 	e.tcp.DstPort = layers.TCPPort(p.dport)
 	e.tcp.Seq = p.seq
+	e.tcp.SYN, e.tcp.RST = !p.rst, p.rst
+	if p.rst {
+		e.tcp.Options, e.tcp.Window = nil, 0
+	} else {
+		e.tcp.Options, e.tcp.Window = e.opts[:], 64240
+	}
 	if err := e.tcp.SetNetworkLayerForChecksum(&e.ip); err != nil {
 		return nil, err
 	}
