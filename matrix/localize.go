@@ -11,6 +11,43 @@ import (
 type localizer struct {
 	r round
 	e estimator
+	// ex[l] are the lossiest flows through link l, filled on first use
+	// in a round.
+	ex     [][maxExamples]int32
+	exDone bool
+}
+
+// examples returns up to maxExamples of the lossiest traced flows through
+// link l (forward path).
+func (lc *localizer) examples(r *round, e *estimator, l int32) []int32 {
+	if !lc.exDone {
+		lc.exDone = true
+		lc.ex = resize(lc.ex, len(r.links))
+		for i := range lc.ex {
+			lc.ex[i] = [maxExamples]int32{-1, -1, -1}
+		}
+		for _, fi := range e.lf {
+			f := &r.flows[fi]
+			for _, lk := range r.flowLinks[f.linkStart:f.linkEnd] {
+				ex := &lc.ex[lk]
+				// Insert keeping the lossiest first; ties keep the earlier.
+				for j := range ex {
+					if ex[j] < 0 || r.flows[ex[j]].lost < f.lost {
+						copy(ex[j+1:], ex[j:len(ex)-1])
+						ex[j] = fi
+						break
+					}
+				}
+			}
+		}
+	}
+	var out []int32
+	for _, fi := range lc.ex[l] {
+		if fi >= 0 {
+			out = append(out, fi)
+		}
+	}
+	return out
 }
 
 // Localize names what drops packets, from the reports fresh at now. It
@@ -22,6 +59,7 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 	fresh, _ := m.fresh(now)
 	r, e := &m.loc.r, &m.loc.e
 	m.build(r, fresh)
+	m.loc.exDone = false
 	th := &m.cfg.Thresholds
 
 	rackOf := func(d int32) string {
@@ -59,7 +97,16 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 	}
 	devices := map[int32]bool{}
 	var kept []candidate
+	lbFired := map[int32]bool{}
+	for _, c := range lbs {
+		lbFired[c.dev] = true
+	}
 	for _, c := range fab {
+		// The estimator cannot see an LB's replies (its return path is
+		// its own), so it names an LB only with the LB rule's consent.
+		if c.Kind == KindLB && !lbFired[c.dev] {
+			continue
+		}
 		if c.dev >= 0 && ruled[c.dev] && c.Kind != KindLB && c.Kind != KindHost {
 			continue
 		}
@@ -80,8 +127,11 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 	tiers := tierSuspects(r, th, rackOf, ruled)
 	all := slices.Concat(lbs, dps, hosts, kept)
 	fabricNamed := len(kept) > 0
+	// Tier scoring sees only end-to-end totals, so a lossy spine makes
+	// every rack it serves look sick. When traced paths name a device or
+	// link, tier findings only confirm (merge with) what they name.
 	for _, c := range tiers {
-		if c.Kind == KindTier && fabricNamed {
+		if fabricNamed && (c.dev < 0 || !devices[c.dev]) {
 			continue
 		}
 		all = append(all, c)
@@ -166,15 +216,11 @@ func (m *Matrix) linkEvidence(r *round, e *estimator, blames []blame, c *candida
 		}
 	}
 	if len(flows) == 0 {
-		for _, fi := range e.lf {
-			f := &r.flows[fi]
-			for _, l := range r.flowLinks[f.linkStart:f.linkEnd] {
-				if slices.Contains(c.links, l) {
-					flows = append(flows, fi)
-					break
-				}
-			}
+		for _, l := range c.links {
+			flows = append(flows, m.loc.examples(r, e, l)...)
 		}
+		slices.Sort(flows)
+		flows = slices.Compact(flows)
 	}
 	slices.SortStableFunc(flows, func(x, y int32) int { return cmpU64(r.flows[y].lost, r.flows[x].lost) })
 	if len(flows) > maxExamples {

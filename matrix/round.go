@@ -15,9 +15,9 @@ type round struct {
 
 	devName []string
 	devID   map[string]int32
-	devHost []bool   // an agent or a target, not a Hops device
-	devLB   []bool   // the device of an lb target (its VIP)
-	devAcc  []int32  // a host's access device (first hop), or -1
+	devHost []bool  // an agent or a target, not a Hops device
+	devLB   []bool  // the device of an lb target (its VIP)
+	devAcc  []int32 // a host's access device (first hop), or -1
 	devAddr [][]string
 
 	links  []link

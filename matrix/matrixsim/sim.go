@@ -1,0 +1,384 @@
+// Package matrixsim simulates a leaf-spine fabric probed by prober's
+// agents and produces what they would report: per-flow probe counts and
+// Paris-traceroute paths as []api.Observations, under injected faults.
+// It sends nothing; its numbering mirrors the lab's (198.18.0.0/15) so
+// that outputs read like the real thing. It is for tests and benchmarks
+// of package matrix only.
+package matrixsim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/netprober/prober/api"
+)
+
+// Config shapes the fabric and the probing.
+type Config struct {
+	Racks, NodesPerRack, Spines int
+	// LB adds a load balancer attached to every spine, with a VIP that
+	// every agent probes; its backends are the first node of the first
+	// four racks.
+	LB bool
+	// FlowsPerTarget fixed source ports per target, each sent
+	// ProbesPerFlow tcp_syn probes in the window.
+	FlowsPerTarget, ProbesPerFlow int
+	// SilentHop is the chance that an intermediate hop does not answer a
+	// trace (ICMP rate limiting).
+	SilentHop float64
+	// Background is every link's loss ratio, each direction.
+	Background float64
+}
+
+// Kind is a fault class.
+type Kind string
+
+// The fault classes.
+const (
+	Healthy       Kind = "healthy"
+	LinkLoss      Kind = "link"         // one direction of one ToR-spine link
+	SpineLoss     Kind = "spine"        // a spine drops on all its links
+	ToRLoss       Kind = "tor"          // a ToR drops on all its links
+	Blackhole     Kind = "blackhole"    // a spine drops every packet of 1 in 8 5-tuples
+	LBLoss        Kind = "lb"           // the LB drops VIP packets
+	LBEstablished Kind = "lb_blackhole" // the LB forgets established flows
+	HostNIC       Kind = "host"         // one node's NIC drops both ways
+)
+
+// Fault is one injected fault.
+type Fault struct {
+	Kind Kind
+	Loss float64
+	// Where: Rack and Spine for a link (Up: ToR->spine), Spine, Rack,
+	// Rack and Node for a host.
+	Rack, Spine, Node int
+	Up                bool
+}
+
+// Fabric is a simulated leaf-spine fabric.
+type Fabric struct {
+	cfg        Config
+	nodeName   []string
+	nodeAddr   []string
+	torAddr    []string   // host-facing
+	torUp      [][]string // [rack][spine] ToR's address facing the spine
+	spineDown  [][]string // [spine][rack] spine's address facing the ToR
+	vip        string
+	backends   []string
+	rackLabels []map[string]string
+}
+
+// New builds the fabric.
+func New(cfg Config) (*Fabric, error) {
+	if cfg.Racks < 1 || cfg.Racks > 126 || cfg.NodesPerRack < 1 || cfg.NodesPerRack > 240 || cfg.Spines < 1 || cfg.Spines > 200 {
+		return nil, fmt.Errorf("matrixsim: racks %d (1-126), nodesPerRack %d (1-240), spines %d (1-200) out of range", cfg.Racks, cfg.NodesPerRack, cfg.Spines)
+	}
+	if cfg.FlowsPerTarget < 1 || cfg.ProbesPerFlow < 1 {
+		return nil, fmt.Errorf("matrixsim: flowsPerTarget %d and probesPerFlow %d must be positive", cfg.FlowsPerTarget, cfg.ProbesPerFlow)
+	}
+	f := &Fabric{cfg: cfg, vip: "198.19.250.1"}
+	for r := range cfg.Racks {
+		f.torAddr = append(f.torAddr, fmt.Sprintf("198.18.%d.1", r+1))
+		f.rackLabels = append(f.rackLabels, map[string]string{"rack": fmt.Sprintf("rack%d", r+1)})
+		var up []string
+		for s := range cfg.Spines {
+			up = append(up, fmt.Sprintf("198.19.%d.%d", s+1, 2*r+2))
+		}
+		f.torUp = append(f.torUp, up)
+		for i := range cfg.NodesPerRack {
+			f.nodeName = append(f.nodeName, fmt.Sprintf("r%03d-n%02d", r+1, i+1))
+			f.nodeAddr = append(f.nodeAddr, fmt.Sprintf("198.18.%d.%d", r+1, i+11))
+		}
+	}
+	for s := range cfg.Spines {
+		var down []string
+		for r := range cfg.Racks {
+			down = append(down, fmt.Sprintf("198.19.%d.%d", s+1, 2*r+1))
+		}
+		f.spineDown = append(f.spineDown, down)
+	}
+	for r := 0; r < min(4, cfg.Racks); r++ {
+		f.backends = append(f.backends, f.nodeName[r*cfg.NodesPerRack])
+	}
+	return f, nil
+}
+
+// Nodes is the number of nodes.
+func (f *Fabric) Nodes() int { return len(f.nodeName) }
+
+// Hops is the address-to-device table for matrix.Config.Hops.
+func (f *Fabric) Hops() map[string]string {
+	h := map[string]string{}
+	for r := range f.cfg.Racks {
+		h[f.torAddr[r]] = TorName(r)
+		for s := range f.cfg.Spines {
+			h[f.torUp[r][s]] = TorName(r)
+			h[f.spineDown[s][r]] = SpineName(s)
+		}
+	}
+	if f.cfg.LB {
+		h["198.19.250.0/24"] = "lb1"
+	}
+	return h
+}
+
+// TorName and SpineName name the switches.
+func TorName(r int) string   { return fmt.Sprintf("tor%d", r+1) }
+func SpineName(s int) string { return fmt.Sprintf("spine%d", s+1) }
+
+// Truth is the suspect kind and name a perfect localizer reports.
+func (f *Fabric) Truth(ft Fault) (kind, name string) {
+	switch ft.Kind {
+	case LinkLoss:
+		if ft.Up {
+			return "link", TorName(ft.Rack) + "->" + SpineName(ft.Spine)
+		}
+		return "link", SpineName(ft.Spine) + "->" + TorName(ft.Rack)
+	case SpineLoss, Blackhole:
+		return "device", SpineName(ft.Spine)
+	case ToRLoss:
+		return "device", TorName(ft.Rack)
+	case LBLoss, LBEstablished:
+		return "lb", "lb1"
+	case HostNIC:
+		return "host", f.nodeName[ft.Rack*f.cfg.NodesPerRack+ft.Node]
+	}
+	return "", ""
+}
+
+// Random picks a fault of kind k at a random place.
+func (f *Fabric) Random(k Kind, loss float64, rng *rand.Rand) Fault {
+	return Fault{Kind: k, Loss: loss, Rack: rng.IntN(f.cfg.Racks), Spine: rng.IntN(f.cfg.Spines),
+		Node: rng.IntN(f.cfg.NodesPerRack), Up: rng.IntN(2) == 0}
+}
+
+// element numbering for loss lookups: one loss per directed link and per
+// device.
+type path struct {
+	tors   [2]int // source and destination rack (-1: the LB)
+	spine  int    // -1: same rack
+	src    int    // node index
+	dst    int    // node index, -1: the VIP
+	toLB   bool
+	fromLB bool
+}
+
+const lbDst = -1
+
+// hash mixes a 5-tuple with a per-switch seed (L4 ECMP).
+func hash(a, b, sport, dport, seed uint64) uint64 {
+	x := a*0x9E3779B97F4A7C15 ^ b*0xC2B2AE3D27D4EB4F ^ sport<<32 ^ dport ^ seed*0x165667B19E3779F9
+	x ^= x >> 33
+	x *= 0xFF51AFD7ED558CCD
+	x ^= x >> 33
+	x *= 0xC4CEB9FE1A85EC53
+	x ^= x >> 33
+	return x
+}
+
+const (
+	dport    = 9808
+	lbAddrID = 1 << 20
+)
+
+// Observations simulates one window under fault ft with a seeded random
+// source: every node's report.
+func (f *Fabric) Observations(ft Fault, seed uint64) []api.Observations {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	cfg := f.cfg
+	n := len(f.nodeName)
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	out := make([]api.Observations, 0, n)
+	faulty := f.faultIndex(ft)
+	for src := range n {
+		ra, ia := src/cfg.NodesPerRack, src%cfg.NodesPerRack
+		obs := api.Observations{
+			SchemaVersion: api.SchemaVersion,
+			Agent:         api.Agent{Name: f.nodeName[src], Class: "node", Address: f.nodeAddr[src], Labels: f.rackLabels[ra]},
+			Time:          now, WindowSeconds: 60,
+		}
+		var targets []int
+		for i := range cfg.NodesPerRack {
+			if i != ia {
+				targets = append(targets, ra*cfg.NodesPerRack+i)
+			}
+		}
+		for r := range cfg.Racks {
+			if r != ra {
+				targets = append(targets, r*cfg.NodesPerRack+ia)
+			}
+		}
+		if cfg.LB {
+			targets = append(targets, lbDst)
+		}
+		obs.Targets = make([]api.Target, 0, len(targets))
+		for _, dst := range targets {
+			obs.Targets = append(obs.Targets, f.target(src, dst, ft, faulty, rng))
+		}
+		out = append(out, obs)
+	}
+	return out
+}
+
+// faults is the loss each element adds, by kind.
+type faults struct {
+	link      map[[2]int]float64 // (rack, spine, up) encoded; see linkKey
+	spine     map[int]float64
+	tor       map[int]float64
+	host      map[int]float64
+	lb        float64
+	holeSpine int
+}
+
+func linkKey(rack, spine int, up bool) [2]int {
+	if up {
+		return [2]int{rack, spine}
+	}
+	return [2]int{-1 - rack, spine}
+}
+
+func (f *Fabric) faultIndex(ft Fault) faults {
+	x := faults{link: map[[2]int]float64{}, spine: map[int]float64{}, tor: map[int]float64{}, host: map[int]float64{}, holeSpine: -1}
+	switch ft.Kind {
+	case LinkLoss:
+		x.link[linkKey(ft.Rack, ft.Spine, ft.Up)] = ft.Loss
+	case SpineLoss:
+		x.spine[ft.Spine] = ft.Loss
+	case ToRLoss:
+		x.tor[ft.Rack] = ft.Loss
+	case HostNIC:
+		x.host[ft.Rack*f.cfg.NodesPerRack+ft.Node] = ft.Loss
+	case LBLoss:
+		x.lb = ft.Loss
+	case Blackhole:
+		x.holeSpine = ft.Spine
+	}
+	return x
+}
+
+// oneWay is the success probability of a packet from node a to node b
+// (lbDst for the VIP) through spine s (ignored in-rack), and whether a
+// black hole eats it at hop index hole (-1: none).
+func (f *Fabric) oneWay(a, b, s int, x *faults, tuple uint64) (ok float64, hole int) {
+	cfg := f.cfg
+	bg := 1 - cfg.Background
+	ok = 1
+	ra := a / cfg.NodesPerRack
+	ok *= bg * (1 - x.host[a]) // a's NIC, a->ToR
+	ok *= 1 - x.tor[ra]
+	hole = -1
+	if b == lbDst {
+		ok *= bg * (1 - x.link[linkKey(ra, s, true)]) * (1 - x.spine[s])
+		ok *= bg * (1 - x.lb) // spine->LB, LB
+		if s == x.holeSpine && tuple%8 == 0 {
+			hole = 1
+		}
+		return ok, hole
+	}
+	rb := b / cfg.NodesPerRack
+	if ra != rb {
+		ok *= bg * (1 - x.link[linkKey(ra, s, true)]) * (1 - x.spine[s])
+		ok *= bg * (1 - x.link[linkKey(rb, s, false)]) * (1 - x.tor[rb])
+		if s == x.holeSpine && tuple%8 == 0 {
+			hole = 1
+		}
+	}
+	ok *= bg * (1 - x.host[b]) // ToR->b, b's NIC
+	return ok, hole
+}
+
+func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Target {
+	cfg := f.cfg
+	ra := src / cfg.NodesPerRack
+	t := api.Target{Protocols: []api.Protocol{{Protocol: "tcp_syn"}}}
+	if dst == lbDst {
+		t.Name, t.Address, t.Class, t.Path = "vip-web", f.vip, "lb", "node_to_lb"
+		t.Backends = f.backends
+	} else {
+		t.Name, t.Address, t.Class, t.Path = f.nodeName[dst], f.nodeAddr[dst], "node", "node_to_node"
+		t.Labels = f.rackLabels[dst/cfg.NodesPerRack]
+	}
+	tcp := &t.Protocols[0]
+	tcp.Flows = make([]api.Flow, 0, cfg.FlowsPerTarget)
+	dstID := uint64(lbAddrID)
+	if dst >= 0 {
+		dstID = uint64(dst)
+	}
+	for fl := range cfg.FlowsPerTarget {
+		sport := uint64(33434 + fl*7)
+		s := int(hash(uint64(src), dstID, sport, dport, uint64(ra)) % uint64(cfg.Spines))
+		fwdOK, fwdHole := f.oneWay(src, dst, s, &x, hash(uint64(src), dstID, sport, dport, 999))
+		var revOK float64
+		var revHole int
+		if dst == lbDst {
+			rs := int(hash(dstID, uint64(src), dport, sport, 7777) % uint64(cfg.Spines))
+			bg := 1 - cfg.Background
+			revOK = bg * (1 - x.lb) * bg * (1 - x.spine[rs]) * (1 - x.link[linkKey(ra, rs, false)]) *
+				(1 - x.tor[ra]) * bg * (1 - x.host[src])
+			revHole = -1
+			if rs == x.holeSpine && hash(dstID, uint64(src), dport, sport, 999)%8 == 0 {
+				revHole = 1
+			}
+		} else {
+			rs := int(hash(dstID, uint64(src), dport, sport, uint64(dst/cfg.NodesPerRack)) % uint64(cfg.Spines))
+			revOK, revHole = f.oneWay(dst, src, rs, &x, hash(dstID, uint64(src), dport, sport, 999))
+		}
+		pOK := fwdOK * revOK
+		if fwdHole >= 0 || revHole >= 0 {
+			pOK = 0
+		}
+		var lost uint64
+		for range cfg.ProbesPerFlow {
+			if rng.Float64() >= pOK {
+				lost++
+			}
+		}
+		sent := uint64(cfg.ProbesPerFlow)
+		fp := &api.FlowPath{Hops: f.hops(src, dst, s, fwdHole, rng), SuspectHop: -1}
+		if fwdHole >= 0 {
+			fp.SuspectHop = fwdHole
+		}
+		tcp.Flows = append(tcp.Flows, api.Flow{SourcePort: uint16(sport), Stats: api.Stats{Sent: sent, Lost: lost, LossRatio: float64(lost) / float64(sent)}, Path: fp})
+		tcp.Sent += sent
+		tcp.Lost += lost
+	}
+	tcp.LossRatio = float64(tcp.Lost) / float64(tcp.Sent)
+	if dst == lbDst {
+		h2 := api.Protocol{Protocol: "http2_ping", Stats: api.Stats{Sent: uint64(cfg.ProbesPerFlow)}}
+		if ft.Kind == LBEstablished {
+			t.EstablishedFlowBlackhole = true
+			h2.Lost, h2.LossRatio = h2.Sent, 1
+		}
+		t.Protocols = append(t.Protocols, h2)
+	}
+	return t
+}
+
+// hops is what a Paris traceroute of the flow sees: each router answers
+// from the interface facing the sender; the destination is the last hop.
+func (f *Fabric) hops(src, dst, s, hole int, rng *rand.Rand) []string {
+	cfg := f.cfg
+	ra := src / cfg.NodesPerRack
+	var h []string
+	switch {
+	case dst == lbDst:
+		h = []string{f.torAddr[ra], f.spineDown[s][ra], f.vip}
+	case dst/cfg.NodesPerRack == ra:
+		h = []string{f.torAddr[ra], f.nodeAddr[dst]}
+	default:
+		rb := dst / cfg.NodesPerRack
+		h = []string{f.torAddr[ra], f.spineDown[s][ra], f.torUp[rb][s], f.nodeAddr[dst]}
+	}
+	for i := range len(h) - 1 {
+		if rng.Float64() < cfg.SilentHop {
+			h[i] = ""
+		}
+	}
+	if hole >= 0 {
+		for i := hole + 1; i < len(h); i++ {
+			h[i] = ""
+		}
+	}
+	return h
+}
