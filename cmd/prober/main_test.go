@@ -4,10 +4,26 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
+
+// TestMain lets tests run this test binary as the prober command itself:
+// with PROBER_TEST_AS_MAIN=1 it is `prober` (the namespace tests start
+// agents this way, so they exercise the real binary's code without a
+// separate go build).
+func TestMain(m *testing.M) {
+	if os.Getenv("PROBER_TEST_AS_MAIN") == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
 
 func runArgs(args ...string) (code int, stdout, stderr string) {
 	var o, e bytes.Buffer
