@@ -24,9 +24,12 @@ build:
 deps:
 	@sh hack/deps.sh
 
+# PROBER_REQUIRE_TOOLS makes tests that need an installed tool (promtool...)
+# fail instead of skipping: `make test` installs them, so a skip would hide a
+# broken install step.
 test: deps
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	PROBER_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 demo: deps build
 	$(BIN) lab demo

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -136,6 +137,7 @@ targets:
 	if got := getObservations(t, base); len(got.Targets) != 1 {
 		t.Errorf("observations after removal: %d targets", len(got.Targets))
 	}
+	promtoolCheck(t, metrics)
 	if body := get(t, base+"/healthz"); strings.TrimSpace(body) != "ok" {
 		t.Errorf("healthz %q", body)
 	}
@@ -184,6 +186,26 @@ func TestNewFailsBeforeStarting(t *testing.T) {
 	a.closeEngines()
 	if a.src != netip.MustParseAddr("127.0.0.1") {
 		t.Errorf("source %v", a.src)
+	}
+}
+
+// promtoolCheck runs `promtool check metrics` on an exposition. Without
+// promtool the check is skipped, unless PROBER_REQUIRE_TOOLS is set (make
+// test sets it after installing promtool, so a broken install fails).
+func promtoolCheck(t *testing.T, exposition string) {
+	t.Helper()
+	path, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("PROBER_REQUIRE_TOOLS") != "" {
+			t.Fatal("promtool not found; `make test` installs it (Debian package prometheus)")
+		}
+		t.Log("promtool not found: skipping promtool check metrics")
+		return
+	}
+	cmd := exec.Command(path, "check", "metrics")
+	cmd.Stdin = strings.NewReader(exposition)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 }
 

@@ -19,3 +19,19 @@ if [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -n1)" != "$want" ]; t
 	exit 1
 fi
 need_root
+
+# apt_install PKG CMD: install Debian package PKG unless CMD is on PATH.
+apt_updated=""
+apt_install() {
+	command -v "$2" >/dev/null 2>&1 && return 0
+	echo "hack/deps.sh: installing $1 (for $2)" >&2
+	if [ -z "$apt_updated" ]; then
+		apt-get update -qq
+		apt_updated=1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$1" >/dev/null
+}
+
+# promtool checks every /metrics endpoint and the alert rules.
+apt_install prometheus promtool
+
