@@ -91,15 +91,21 @@ func TestHTTP2PingTLS(t *testing.T) {
 	}
 }
 
-func TestHTTP2PingRefused(t *testing.T) {
-	t.Parallel()
+// closedPort returns a loopback port nothing listens on: a SYN to it
+// gets an RST.
+func closedPort(t *testing.T) netip.AddrPort {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().(*net.TCPAddr).AddrPort()
-	ln.Close() // nothing listens there now: the SYN gets an RST
-	p := newPinger(t, addr, HTTP2Config{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).AddrPort()
+}
+
+func TestHTTP2PingRefused(t *testing.T) {
+	t.Parallel()
+	p := newPinger(t, closedPort(t), HTTP2Config{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
 	ping(t, p, Refused, "refused")
 	time.Sleep(2 * time.Millisecond)
 	ping(t, p, Refused, "refused")
@@ -108,13 +114,7 @@ func TestHTTP2PingRefused(t *testing.T) {
 
 func TestHTTP2PingBackoff(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().(*net.TCPAddr).AddrPort()
-	ln.Close()
-	p := newPinger(t, addr, HTTP2Config{MinBackoff: time.Hour})
+	p := newPinger(t, closedPort(t), HTTP2Config{MinBackoff: time.Hour})
 	ping(t, p, Refused, "refused")
 	ping(t, p, LocalError, "backoff") // no packet sent, not counted against the network
 	wantResets(t, p, map[string]uint64{"refused": 1})
@@ -125,7 +125,7 @@ func TestHTTP2PingBackoff(t *testing.T) {
 func TestHTTP2PingServerGone(t *testing.T) {
 	t.Parallel()
 	addr, srv := startResponder(t, ResponderConfig{}, defaultResponderLimits)
-	p := newPinger(t, addr, HTTP2Config{})
+	p := newPinger(t, addr, HTTP2Config{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
 	ping(t, p, OK, "")
 	srv.Close() // closes the listener and the connection: FIN, no GOAWAY
 	// The loss of the connection is seen either before the next PING (then
@@ -134,6 +134,7 @@ func TestHTTP2PingServerGone(t *testing.T) {
 	if r.Outcome != Refused || (r.Reason != "reset" && r.Reason != "refused") {
 		t.Fatalf("Ping after the server died = %v %q (%v), want refused with reason reset or refused", r.Outcome, r.Reason, r.Err)
 	}
+	time.Sleep(2 * time.Millisecond) // past the backoff
 	ping(t, p, Refused, "refused")
 	if got := p.Resets(); got["reset"] != 1 || got["refused"] < 1 {
 		t.Errorf("resets = %v, want reset 1 and refused at least 1", got)
