@@ -227,7 +227,7 @@ func (p *HTTP2Pinger) Ping(ctx context.Context) Result {
 	defer context.AfterFunc(p.done, cancel)()
 
 	if c := p.conn; c != nil {
-		if reason, err, ended := c.ended(nil); ended {
+		if reason, err := c.ended(nil); err != nil {
 			p.drop(reason, err)
 		}
 	}
@@ -246,8 +246,8 @@ func (p *HTTP2Pinger) Ping(ctx context.Context) Result {
 	}
 }
 
-// ended reports whether c is unusable, and why. pingErr is the error of
-// a PING that just failed on it, or nil.
+// ended returns why c is unusable, or a nil error if it is not. pingErr
+// is the error of a PING that just failed on it, or nil.
 //
 // ClientConn.CanTakeNewRequest alone cannot tell: it answers true for a
 // closed connection that never carried a request (x/net/http2, so that a
@@ -255,23 +255,23 @@ func (p *HTTP2Pinger) Ping(ctx context.Context) Result {
 // readRecorder says whether the connection is down, and State, which
 // also takes the write lock, runs only once CanTakeNewRequest says no or
 // the connection is down (then writes fail fast and the lock is free).
-func (c *h2Conn) ended(pingErr error) (ResetReason, error, bool) {
+func (c *h2Conn) ended(pingErr error) (ResetReason, error) {
 	readErr := c.rec.readErr()
 	down := readErr != nil || c.rec.closed.Load() || pingErr != nil
 	if !down && c.cc.CanTakeNewRequest() {
-		return 0, nil, false
+		return 0, nil
 	}
 	if c.cc.State().Closing { // we never Shutdown: the server sent GOAWAY
-		return ResetGoAway, errors.New("server sent GOAWAY"), true
+		return ResetGoAway, errors.New("server sent GOAWAY")
 	}
 	if !down {
-		return 0, nil, false // e.g. the server allows 0 streams: PINGs still work
+		return 0, nil // e.g. the server allows 0 streams: PINGs still work
 	}
 	// The reader's error, if it has one, says more than the write's: a
 	// write fails with "use of closed network connection" once the reader
 	// has closed the connection after an RST.
 	err := cmp.Or(readErr, pingErr, error(errConnClosed))
-	return endReason(err), err, true
+	return endReason(err), err
 }
 
 var errConnClosed = errors.New("http2 connection closed")
@@ -440,7 +440,7 @@ func (p *HTTP2Pinger) ping(ctx context.Context) (Result, ResetReason) {
 		}
 		return Result{Outcome: Lost, Err: lostErr}, noReset
 	}
-	reason, endErr, _ := c.ended(err)
+	reason, endErr := c.ended(err)
 	p.drop(reason, endErr)
 	err = fmt.Errorf("http2_ping %s: connection ended: %w", p.addr, err)
 	if reason == ResetPingTimeout {
