@@ -1,0 +1,161 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"os"
+	"time"
+)
+
+// Matrix is the configuration of `prober matrix`.
+type Matrix struct {
+	// Listen serves /metrics, /api/v1/matrix, /api/v1/diagnosis and /.
+	Listen string `json:"listen"`
+	// Agents are the agents' base URLs (http://198.18.1.11:9808).
+	Agents []string `json:"agents"`
+	// GroupBy is node, or an agent label key such as rack or zone.
+	GroupBy string `json:"groupBy,omitempty"`
+	// Interval is how often every agent is pulled and the matrix
+	// recomputed.
+	Interval Duration `json:"interval,omitempty"`
+	// Window is how long an agent's latest observations count (they cover
+	// the agent's own probing.window); older ones are no data, never loss.
+	Window Duration `json:"window,omitempty"`
+	// Timeout bounds one pull of one agent.
+	Timeout Duration `json:"timeout,omitempty"`
+	// Concurrency bounds the pulls in flight.
+	Concurrency int `json:"concurrency,omitempty"`
+	// Hops maps an address or CIDR to a device name.
+	Hops map[string]string `json:"hops,omitempty"`
+	// Worst is how many worst source-target pairs are listed.
+	Worst int `json:"worst,omitempty"`
+	// Cells exports every (source, target, path, protocol) cell, not only
+	// the groupBy roll-up: fine at a hundred nodes, not at thousands.
+	Cells bool `json:"cells,omitempty"`
+	// Thresholds tune localization; see docs/localization.md.
+	Thresholds MatrixThresholds `json:"thresholds,omitempty"`
+	Log        string           `json:"log,omitempty"`
+}
+
+// MatrixThresholds mirror matrix.Thresholds; zero takes the default.
+type MatrixThresholds struct {
+	Healthy   float64 `json:"healthy,omitempty"`
+	Alpha     float64 `json:"alpha,omitempty"`
+	VoteShare float64 `json:"voteShare,omitempty"`
+	RackShare float64 `json:"rackShare,omitempty"`
+	MinSent   uint64  `json:"minSent,omitempty"`
+	MinScore  float64 `json:"minScore,omitempty"`
+}
+
+// LoadMatrix reads, defaults and validates a matrix configuration file.
+func LoadMatrix(path string) (*Matrix, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMatrix(path, b)
+}
+
+// ParseMatrix is LoadMatrix on bytes; name prefixes the error messages.
+func ParseMatrix(name string, b []byte) (*Matrix, error) {
+	var c Matrix
+	if err := decodeStrict(b, &c); err != nil {
+		return nil, prefixErrors(name, err)
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, prefixErrors(name, err)
+	}
+	return &c, nil
+}
+
+// SetDefaults fills every unset field.
+func (c *Matrix) SetDefaults() {
+	if c.GroupBy == "" {
+		c.GroupBy = "node"
+	}
+	if c.Interval == 0 {
+		c.Interval = Duration(5 * time.Second)
+	}
+	if c.Window == 0 {
+		c.Window = Duration(60 * time.Second)
+	}
+	if c.Timeout == 0 {
+		c.Timeout = Duration(min(2*time.Second, c.Interval.D()))
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 32
+	}
+	if c.Worst == 0 {
+		c.Worst = 20
+	}
+	if c.Log == "" {
+		c.Log = "json"
+	}
+}
+
+// Validate reports every problem, joined.
+func (c *Matrix) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.Listen == "" {
+		bad("listen", "required, an address:port such as 198.18.1.11:9809")
+	} else if _, err := netip.ParseAddrPort(c.Listen); err != nil {
+		bad("listen", "%q is not an IP:port (%v)", c.Listen, err)
+	}
+	if len(c.Agents) == 0 {
+		bad("agents", "required: the agents' base URLs, such as http://198.18.1.11:9808")
+	}
+	seen := map[string]int{}
+	for i, a := range c.Agents {
+		f := fmt.Sprintf("agents[%d]", i)
+		u, err := url.Parse(a)
+		switch {
+		case err != nil:
+			bad(f, "%q is not a URL (%v)", a, err)
+		case u.Scheme != "http" && u.Scheme != "https":
+			bad(f, "%q: scheme must be http or https", a)
+		case u.Host == "":
+			bad(f, "%q has no host", a)
+		case u.Path != "" && u.Path != "/":
+			bad(f, "%q: give the agent's base URL, without a path", a)
+		}
+		if j, dup := seen[a]; dup {
+			bad(f, "%q already listed as agents[%d]", a, j)
+		}
+		seen[a] = i
+	}
+	if c.Interval.D() < 100*time.Millisecond {
+		bad("interval", "%s is below the 100ms minimum", c.Interval.D())
+	}
+	if c.Window.D() < c.Interval.D() {
+		bad("window", "%s is shorter than interval %s", c.Window.D(), c.Interval.D())
+	}
+	if c.Timeout.D() <= 0 || c.Timeout.D() > c.Interval.D() {
+		bad("timeout", "%s must be positive and at most interval %s", c.Timeout.D(), c.Interval.D())
+	}
+	if c.Concurrency < 1 || c.Concurrency > 1024 {
+		bad("concurrency", "%d not in 1..1024", c.Concurrency)
+	}
+	if c.Worst < 1 || c.Worst > 10000 {
+		bad("worst", "%d not in 1..10000", c.Worst)
+	}
+	for k, v := range c.Hops {
+		if _, err := netip.ParsePrefix(k); err != nil {
+			if _, err := netip.ParseAddr(k); err != nil {
+				bad("hops."+k, "key is neither an address nor a CIDR")
+			}
+		}
+		if v == "" {
+			bad("hops."+k, "device name is empty")
+		}
+	}
+	if c.Log != "json" && c.Log != "text" {
+		bad("log", "%q not one of json, text", c.Log)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,42 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMatrixGood(t *testing.T) {
+	t.Parallel()
+	c, err := LoadMatrix("testdata/matrix/good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.GroupBy != "rack" || c.Interval.D() != 5*time.Second || c.Timeout.D() != 2*time.Second || c.Concurrency != 32 || len(c.Hops) != 3 {
+		t.Errorf("loaded %+v", c)
+	}
+}
+
+func TestMatrixBad(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct{ yaml, want string }{
+		"no agents":     {"listen: 198.18.1.11:9809\n", "agents: required"},
+		"agent path":    {"listen: 198.18.1.11:9809\nagents: [http://198.18.1.11:9808/metrics]\n", "agents[0]"},
+		"agent scheme":  {"listen: 198.18.1.11:9809\nagents: [ftp://198.18.1.11]\n", "agents[0]"},
+		"duplicate":     {"listen: 198.18.1.11:9809\nagents: [http://a:1, http://a:1]\n", "agents[1]"},
+		"bad hop":       {"listen: 198.18.1.11:9809\nagents: [http://a:1]\nhops: {spine1: 198.19.1.1}\n", "hops.spine1"},
+		"unknown field": {"listen: 198.18.1.11:9809\nagents: [http://a:1]\ngroupby: rack\n", "groupby: unknown field"},
+		"timeout":       {"listen: 198.18.1.11:9809\nagents: [http://a:1]\ninterval: 1s\ntimeout: 2s\n", "timeout"},
+		"window":        {"listen: 198.18.1.11:9809\nagents: [http://a:1]\ninterval: 10s\nwindow: 5s\n", "window"},
+		"listen":        {"listen: nowhere\nagents: [http://a:1]\n", "listen"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseMatrix("m.yaml", []byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), "m.yaml: "+tc.want) {
+				t.Errorf("got %v, want a message with %q", err, tc.want)
+			}
+		})
+	}
+}

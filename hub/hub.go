@@ -1,0 +1,248 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/netprober/prober/agent"
+	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/config"
+	"github.com/netprober/prober/matrix"
+)
+
+// Hub runs the matrix process.
+type Hub struct {
+	cfg    *config.Matrix
+	log    *slog.Logger
+	client *http.Client
+	reg    *prometheus.Registry
+	met    *hubMetrics
+	ln     net.Listener
+	srv    *http.Server
+	now    func() time.Time
+
+	mu     sync.Mutex
+	m      *matrix.Matrix
+	snap   matrix.Snapshot
+	diag   matrix.Diagnosis
+	pulls  map[string]*pull // by agent URL
+	rounds atomic.Uint64
+}
+
+// pull is the outcome of the latest pull of one agent.
+type pull struct {
+	URL    string    `json:"url"`
+	Agent  string    `json:"agent,omitempty"`
+	OK     bool      `json:"ok"`
+	Error  string    `json:"error,omitempty"`
+	Reason string    `json:"-"`
+	At     time.Time `json:"at"`
+}
+
+// maxBody bounds one agent's observations; a response larger than this is
+// an error, not a memory spike.
+const maxBody = 32 << 20
+
+// New builds the matrix and opens the listener: a bad config or a taken
+// port fails here, before anything runs.
+func New(cfg *config.Matrix, logger *slog.Logger) (*Hub, error) {
+	m, err := matrix.New(matrix.Config{
+		GroupBy: cfg.GroupBy, Hops: cfg.Hops, K: cfg.Worst, MaxAge: cfg.Window.D(), Cells: cfg.Cells,
+		Thresholds: matrix.Thresholds{
+			Healthy: cfg.Thresholds.Healthy, Alpha: cfg.Thresholds.Alpha, VoteShare: cfg.Thresholds.VoteShare,
+			RackShare: cfg.Thresholds.RackShare, MinSent: cfg.Thresholds.MinSent, MinScore: cfg.Thresholds.MinScore,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	h := &Hub{
+		cfg: cfg, log: logger, m: m, now: time.Now,
+		reg:   prometheus.NewRegistry(),
+		pulls: map[string]*pull{},
+		client: &http.Client{
+			Timeout: cfg.Timeout.D(),
+			Transport: &http.Transport{
+				Proxy:               nil, // agents are reached directly, never through a proxy
+				MaxIdleConnsPerHost: 1,
+				IdleConnTimeout:     3 * cfg.Interval.D(),
+			},
+		},
+	}
+	h.diag.Suspects = []matrix.Suspect{}
+	h.met = newHubMetrics(h.reg, h)
+	if h.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	h.srv = h.newServer()
+	return h, nil
+}
+
+// Addr is the address the endpoints listen on.
+func (h *Hub) Addr() net.Addr { return h.ln.Addr() }
+
+// Registry is the hub's metrics registry.
+func (h *Hub) Registry() *prometheus.Registry { return h.reg }
+
+// Run pulls and computes every interval and serves until ctx is cancelled.
+func (h *Hub) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := h.srv.Serve(h.ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http serve: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return h.srv.Shutdown(sctx)
+	})
+	g.Go(func() error {
+		t := time.NewTicker(h.cfg.Interval.D())
+		defer t.Stop()
+		for {
+			h.Round(gctx)
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	})
+	h.log.Info("matrix started", "listen", h.ln.Addr().String(), "agents", len(h.cfg.Agents),
+		"group_by", h.cfg.GroupBy, "interval", h.cfg.Interval.D().String())
+	return g.Wait()
+}
+
+// Round pulls every agent once, then recomputes the matrix and the
+// diagnosis.
+func (h *Hub) Round(ctx context.Context) {
+	start := time.Now()
+	results := make([]*pull, len(h.cfg.Agents))
+	obs := make([]*api.Observations, len(h.cfg.Agents))
+	sem := make(chan struct{}, h.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i, u := range h.cfg.Agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				results[i] = &pull{URL: u, Error: "cancelled", Reason: "cancelled", At: h.now()}
+				return
+			}
+			defer func() { <-sem }()
+			obs[i], results[i] = h.fetch(ctx, u)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	now := h.now()
+	h.mu.Lock()
+	for i, p := range results {
+		if p.OK {
+			if err := h.m.Observe(now, *obs[i]); err != nil {
+				p.OK, p.Error, p.Reason = false, err.Error(), "invalid"
+			}
+		}
+		if !p.OK {
+			h.met.pullErrors.WithLabelValues(p.Reason).Inc()
+			if prev := h.pulls[p.URL]; prev == nil || prev.OK {
+				h.log.Warn("agent pull failed: no data, not loss", "agent_url", p.URL, "err", p.Error)
+			}
+		}
+		h.pulls[p.URL] = p
+	}
+	h.snap = h.m.Snapshot(now)
+	prev := h.diag
+	h.diag = h.m.Localize(now)
+	h.rounds.Add(1)
+	h.mu.Unlock()
+	h.logChanges(prev, h.diag)
+	h.met.rounds.Inc()
+	h.met.roundSeconds.Observe(time.Since(start).Seconds())
+}
+
+// logChanges logs suspects that appear or go: once each, not every round.
+func (h *Hub) logChanges(prev, cur matrix.Diagnosis) {
+	key := func(s matrix.Suspect) string { return s.Kind + "/" + s.Name }
+	was := map[string]bool{}
+	for _, s := range prev.Suspects {
+		was[key(s)] = true
+	}
+	for _, s := range cur.Suspects {
+		if !was[key(s)] {
+			h.log.Warn("suspect", "kind", s.Kind, "name", s.Name, "score", s.Score, "estimated_loss", s.EstimatedLoss, "detail", s.Evidence.Detail)
+		}
+		delete(was, key(s))
+	}
+	for k := range was {
+		kind, name, _ := strings.Cut(k, "/")
+		h.log.Info("suspect cleared", "kind", kind, "name", name)
+	}
+}
+
+func (h *Hub) fetch(ctx context.Context, base string) (*api.Observations, *pull) {
+	p := &pull{URL: base}
+	fail := func(reason string, err error) (*api.Observations, *pull) {
+		p.Reason, p.Error, p.At = reason, err.Error(), h.now()
+		return nil, p
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+api.ObservationsPath, nil)
+	if err != nil {
+		return fail("request", err)
+	}
+	req.Header.Set("User-Agent", "prober-matrix/"+agent.Version)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return fail("timeout", err)
+		}
+		return fail("connect", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return fail("http", fmt.Errorf("%s", resp.Status))
+	}
+	var obs api.Observations
+	dec := json.NewDecoder(io.LimitReader(resp.Body, maxBody))
+	if err := dec.Decode(&obs); err != nil {
+		return fail("decode", err)
+	}
+	p.OK, p.Agent, p.At = true, obs.Agent.Name, h.now()
+	return &obs, p
+}
+
+// Snapshot returns the latest matrix.
+func (h *Hub) Snapshot() matrix.Snapshot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.snap
+}
+
+// Diagnosis returns the latest diagnosis.
+func (h *Hub) Diagnosis() matrix.Diagnosis {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.diag
+}

@@ -1,0 +1,190 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/config"
+	"github.com/netprober/prober/matrix"
+)
+
+// agentServer serves canned observations on loopback, as an agent would.
+func agentServer(t *testing.T, obs api.Observations, delay time.Duration, status int) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != api.ObservationsPath {
+			http.NotFound(w, r)
+			return
+		}
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+		if status != http.StatusOK {
+			http.Error(w, "boom", status)
+			return
+		}
+		obs.Time = time.Now()
+		json.NewEncoder(w).Encode(obs)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// report is one agent's observations towards peers, all with the given
+// tcp_syn loss. Addresses are RFC 5737: nothing is dialled.
+func report(name, rack string, peers map[string]string, sent, lost uint64) api.Observations {
+	obs := api.Observations{SchemaVersion: api.SchemaVersion, WindowSeconds: 60,
+		Agent: api.Agent{Name: name, Class: "node", Address: "192.0.2.1", Labels: map[string]string{"rack": rack}}}
+	for peer, peerRack := range peers {
+		st := api.Stats{Sent: sent, Lost: lost, LossRatio: float64(lost) / float64(sent), RTTP50: 0.0002, RTTP99: 0.001}
+		obs.Targets = append(obs.Targets, api.Target{Name: peer, Address: "192.0.2.2", Class: "node", Path: "node_to_node",
+			Labels: map[string]string{"rack": peerRack}, Protocols: []api.Protocol{{Protocol: "tcp_syn", Stats: st}}})
+	}
+	return obs
+}
+
+func newTestHub(t *testing.T, agents []string, groupBy string) *Hub {
+	t.Helper()
+	cfg := &config.Matrix{Listen: "127.0.0.1:0", Agents: agents, GroupBy: groupBy,
+		Interval: config.Duration(time.Second), Timeout: config.Duration(300 * time.Millisecond)}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.ln.Close() })
+	return h
+}
+
+func TestRoundMissingAgentsAreNoData(t *testing.T) {
+	good := agentServer(t, report("n11", "r1", map[string]string{"n21": "r2"}, 100, 0), 0, 200)
+	slow := agentServer(t, report("n21", "r2", map[string]string{"n11": "r1"}, 100, 100), 2*time.Second, 200)
+	broken := agentServer(t, api.Observations{}, 0, http.StatusInternalServerError)
+	h := newTestHub(t, []string{good, slow, broken}, "rack")
+
+	start := time.Now()
+	h.Round(context.Background())
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("a round with a slow agent took %v; the 300ms timeout should bound it", d)
+	}
+	snap := h.Snapshot()
+	for _, c := range snap.Groups {
+		if c.Lost > 0 {
+			t.Errorf("loss from an agent that never answered: %+v", c)
+		}
+	}
+	if len(snap.Groups) != 1 || snap.Groups[0].Source != "r1" || snap.Groups[0].Target != "r2" || snap.Groups[0].Sent != 100 {
+		t.Errorf("groups %+v, want one r1->r2 cell with 100 sent", snap.Groups)
+	}
+	if d := h.Diagnosis(); d.Suspects == nil || len(d.Suspects) != 0 {
+		t.Errorf("suspects %v, want an empty list", d.Suspects)
+	}
+	v := h.matrixView()
+	states := map[string]bool{}
+	for _, p := range v.Pulls {
+		states[p.URL] = p.OK
+	}
+	if !states[good] || states[slow] || states[broken] {
+		t.Errorf("pull states %v", states)
+	}
+	want := `
+# HELP prober_matrix_agents Configured agents by the state of their latest pull: reporting or missing.
+# TYPE prober_matrix_agents gauge
+prober_matrix_agents{state="missing"} 2
+prober_matrix_agents{state="reporting"} 1
+`
+	if err := testutil.GatherAndCompare(h.reg, strings.NewReader(want), "prober_matrix_agents"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.ToFloat64(h.met.pullErrors.WithLabelValues("timeout")); n != 1 {
+		t.Errorf("timeout pull errors %v, want 1", n)
+	}
+	if n := testutil.ToFloat64(h.met.pullErrors.WithLabelValues("http")); n != 1 {
+		t.Errorf("http pull errors %v, want 1", n)
+	}
+	if problems, err := testutil.GatherAndLint(h.reg); err != nil || len(problems) > 0 {
+		t.Errorf("promlint: %v %v", err, problems)
+	}
+}
+
+func TestServeAndSuspect(t *testing.T) {
+	// Every path out of r1's two nodes loses 30%: its ToR or the nodes.
+	peers1 := map[string]string{"n21": "r2", "n31": "r3"}
+	urls := []string{
+		agentServer(t, report("n11", "r1", peers1, 400, 120), 0, 200),
+		agentServer(t, report("n12", "r1", peers1, 400, 120), 0, 200),
+		agentServer(t, report("n21", "r2", map[string]string{"n11": "r1", "n31": "r3"}, 400, 0), 0, 200),
+		agentServer(t, report("n31", "r3", map[string]string{"n11": "r1", "n21": "r2"}, 400, 0), 0, 200),
+	}
+	h := newTestHub(t, urls, "rack")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	base := "http://" + h.Addr().String()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.rounds.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	var m matrixView
+	getJSON(t, base+MatrixPath, &m)
+	if m.GroupBy != "rack" || len(m.Pulls) != 4 || len(m.Groups) == 0 {
+		t.Errorf("matrix: groupBy %q, %d pulls, %d groups", m.GroupBy, len(m.Pulls), len(m.Groups))
+	}
+	var d matrix.Diagnosis
+	getJSON(t, base+matrix.DiagnosisPath, &d)
+	if len(d.Suspects) == 0 {
+		t.Fatalf("no suspect for a rack whose every path loses 30%%")
+	}
+	metrics := get(t, base+"/metrics")
+	for _, want := range []string{`prober_matrix_loss_ratio{path="node_to_node",protocol="tcp_syn",source="r1",target="r2"} 0.3`, "prober_suspect{", "prober_build_info{"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	page := get(t, base+"/")
+	if !strings.Contains(page, "<title>prober matrix</title>") || strings.Contains(page, "src=\"http") || strings.Contains(page, "href=\"http") {
+		t.Error("the page is missing or loads external assets")
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(get(t, url)), v); err != nil {
+		t.Fatalf("%s: %v", url, err)
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	return string(b)
+}

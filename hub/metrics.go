@@ -1,0 +1,99 @@
+package hub
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/netprober/prober/agent"
+)
+
+type hubMetrics struct {
+	rounds       prometheus.Counter
+	roundSeconds prometheus.Histogram
+	pullErrors   *prometheus.CounterVec
+}
+
+func newHubMetrics(reg prometheus.Registerer, h *Hub) *hubMetrics {
+	f := promauto.With(reg)
+	m := &hubMetrics{
+		rounds: f.NewCounter(prometheus.CounterOpts{
+			Name: "prober_matrix_rounds_total",
+			Help: "Rounds of pulling every agent and recomputing the matrix.",
+		}),
+		roundSeconds: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "prober_matrix_round_duration_seconds",
+			Help:    "Wall time of one round: pulls, matrix and localization.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+		}),
+		pullErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "prober_matrix_pull_errors_total",
+			Help: "Failed pulls of an agent's observations by reason (timeout, connect, http, decode, invalid): no data, not loss.",
+		}, []string{"reason"}),
+	}
+	f.NewGauge(prometheus.GaugeOpts{
+		Name:        "prober_build_info",
+		Help:        "Build information; the value is 1.",
+		ConstLabels: prometheus.Labels{"version": agent.Version, "revision": agent.Revision, "goversion": agent.GoVersion()},
+	}).Set(1)
+	reg.MustRegister(&snapshotCollector{h: h,
+		loss: prometheus.NewDesc("prober_matrix_loss_ratio",
+			"Window loss ratio from source to target (groups by groupBy) over a path class and protocol.",
+			[]string{"source", "target", "path", "protocol"}, nil),
+		sent: prometheus.NewDesc("prober_matrix_probes",
+			"Probes behind prober_matrix_loss_ratio in the agents' windows.",
+			[]string{"source", "target", "path", "protocol"}, nil),
+		suspect: prometheus.NewDesc("prober_suspect",
+			"A device, link, LB, host, tier or dataplane suspected of dropping packets; the value is its score (0-1).",
+			[]string{"kind", "name"}, nil),
+		suspectLoss: prometheus.NewDesc("prober_suspect_estimated_loss_ratio",
+			"The loss ratio a suspect itself is estimated to cause.",
+			[]string{"kind", "name"}, nil),
+		agents: prometheus.NewDesc("prober_matrix_agents",
+			"Configured agents by the state of their latest pull: reporting or missing.",
+			[]string{"state"}, nil),
+	})
+	return m
+}
+
+// snapshotCollector exports the latest snapshot and diagnosis as const
+// metrics: the series follow the matrix, with no stale series to delete.
+type snapshotCollector struct {
+	h                                        *Hub
+	loss, sent, suspect, suspectLoss, agents *prometheus.Desc
+}
+
+func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.loss, c.sent, c.suspect, c.suspectLoss, c.agents} {
+		ch <- d
+	}
+}
+
+func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
+	h := c.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, cell := range h.snap.Groups {
+		ch <- prometheus.MustNewConstMetric(c.loss, prometheus.GaugeValue, cell.LossRatio, cell.Source, cell.Target, cell.Path, cell.Protocol)
+		ch <- prometheus.MustNewConstMetric(c.sent, prometheus.GaugeValue, float64(cell.Sent), cell.Source, cell.Target, cell.Path, cell.Protocol)
+	}
+	seen := map[[2]string]bool{}
+	for _, s := range h.diag.Suspects {
+		k := [2]string{s.Kind, s.Name}
+		if seen[k] { // never emit a duplicate series, whatever Localize returns
+			continue
+		}
+		seen[k] = true
+		ch <- prometheus.MustNewConstMetric(c.suspect, prometheus.GaugeValue, s.Score, s.Kind, s.Name)
+		ch <- prometheus.MustNewConstMetric(c.suspectLoss, prometheus.GaugeValue, s.EstimatedLoss, s.Kind, s.Name)
+	}
+	var reporting, missing float64
+	for _, u := range h.cfg.Agents {
+		if p := h.pulls[u]; p != nil && p.OK {
+			reporting++
+		} else {
+			missing++
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, reporting, "reporting")
+	ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, missing, "missing")
+}
