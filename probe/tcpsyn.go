@@ -54,6 +54,15 @@ type TCPSYN struct {
 // synSlot is the in-flight state of one source port. The reader and the
 // prober meet here; ch is buffered so the reader never blocks.
 type synSlot struct {
+	// trace, while set (under mu), owns the flow: a traceroute of this 5-tuple
+	// (trace.go) gets its SYN-ACKs and RSTs, and Probe waits for
+	// traceEnd, so the flow's regular probes are delayed, not lost.
+	trace    traceSink
+	traceEnd chan struct{}
+	// idle, when set, is closed as the probe in flight ends: a trace
+	// waits on it before taking the flow.
+	idle chan struct{}
+
 	mu       sync.Mutex
 	reserved bool
 	active   bool
@@ -183,6 +192,16 @@ func (t *TCPSYN) Probe(ctx context.Context, target Target, sport uint16, timeout
 	}
 	s := &t.slots[i]
 	s.mu.Lock()
+	for s.trace != nil {
+		end := s.traceEnd
+		s.mu.Unlock()
+		select {
+		case <-end:
+		case <-ctx.Done():
+			return Result{Outcome: LocalError, Reason: "canceled", Err: ctx.Err()}
+		}
+		s.mu.Lock()
+	}
 	if s.active {
 		s.mu.Unlock()
 		return Result{Outcome: LocalError, Reason: "busy", Err: fmt.Errorf("tcp_syn: a probe from port %d is still in flight", sport)}
@@ -205,6 +224,10 @@ func (t *TCPSYN) Probe(ctx context.Context, target Target, sport uint16, timeout
 	defer func() {
 		s.mu.Lock()
 		s.active = false
+		if s.idle != nil {
+			close(s.idle)
+			s.idle = nil
+		}
 		if answer.outcome != LocalError {
 			s.settle(seq, answer, lost)
 		}
@@ -288,6 +311,10 @@ func (t *TCPSYN) deliver(dec *tcpDecoder, pkt []byte, at time.Time) {
 	s := &t.slots[i]
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.trace != nil && !s.active {
+		s.trace.tcpAnswer(r, at)
+		return
+	}
 	if !s.active {
 		t.Late.Add(1)
 		return

@@ -1,0 +1,493 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Tracer is a Paris-style TCP SYN traceroute (Augustin et al., IMC 2006):
+// every probe of a flow carries the flow's own 5-tuple, so kernel and
+// switch ECMP send each TTL of the flow down the same path the flow's
+// regular probes take, and a loss seen by TCPSYN can be traced to the
+// device. It shares the TCPSYN engine's raw socket and reserved source
+// ports: while a flow is traced, its slot is in trace mode (the engine's
+// reader hands the destination's SYN-ACK or RST to the tracer) and the
+// flow's regular probes wait. Time Exceeded and Unreachable come on the
+// tracer's own raw ICMP socket.
+type Tracer struct {
+	syn  *TCPSYN
+	own  bool // standalone: the tracer made syn and closes it
+	sock rawSocket
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	flows map[uint16]*flowRun // flows being traced, by source port
+	// Unmatched counts ICMP errors that answered no probe in flight; TCP
+	// answers that match nothing are counted by the TCPSYN engine.
+	Unmatched
+	closeOnce sync.Once
+}
+
+// TraceConfig bounds one Trace call.
+type TraceConfig struct {
+	// MaxTTL is the last TTL tried when the destination does not answer.
+	MaxTTL int
+	// Probes is the number of probes sent to each hop of each flow.
+	Probes int
+	// Timeout is how long an answer may take to count.
+	Timeout time.Duration
+	// Rate bounds the probes per second of the whole Trace call.
+	Rate float64
+	// Concurrency is how many flows are traced at once.
+	Concurrency int
+	// Retries is how many extra rounds re-probe, a RetryGap apart, the
+	// intermediate TTLs of a flow that have not answered at all: routers
+	// answer a burst and then about one probe a second (see ReadLoss), so
+	// mapping many flows through one router takes patience, not more
+	// probes.
+	Retries  int
+	RetryGap time.Duration
+}
+
+// Trace defaults: data-center paths are a handful of hops.
+const (
+	DefaultTraceMaxTTL      = 16
+	DefaultTraceProbes      = 3
+	DefaultTraceTimeout     = time.Second
+	DefaultTraceRate        = 500
+	DefaultTraceConcurrency = 16
+	// DefaultTraceRetryGap is Linux's default net.ipv4.icmp_ratelimit.
+	DefaultTraceRetryGap = time.Second
+	maxTraceTTL          = 64
+	maxTraceProbes       = 100
+)
+
+// SetDefaults fills zero fields.
+func (c *TraceConfig) SetDefaults() {
+	if c.MaxTTL == 0 {
+		c.MaxTTL = DefaultTraceMaxTTL
+	}
+	if c.Probes == 0 {
+		c.Probes = DefaultTraceProbes
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTraceTimeout
+	}
+	if c.Rate == 0 {
+		c.Rate = DefaultTraceRate
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultTraceConcurrency
+	}
+	if c.RetryGap == 0 {
+		c.RetryGap = DefaultTraceRetryGap
+	}
+}
+
+// Validate reports every field out of range.
+func (c TraceConfig) Validate() error {
+	var errs []error
+	if c.MaxTTL < 1 || c.MaxTTL > maxTraceTTL {
+		errs = append(errs, fmt.Errorf("max-ttl: %d not in 1..%d", c.MaxTTL, maxTraceTTL))
+	}
+	if c.Probes < 1 || c.Probes > maxTraceProbes {
+		errs = append(errs, fmt.Errorf("probes: %d not in 1..%d", c.Probes, maxTraceProbes))
+	}
+	if c.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("timeout: %s must be positive", c.Timeout))
+	}
+	if c.Rate <= 0 {
+		errs = append(errs, fmt.Errorf("rate: %g must be positive", c.Rate))
+	}
+	if c.Retries < 0 || c.Probes+c.Retries > 255 {
+		errs = append(errs, fmt.Errorf("retries: %d not in 0..%d", c.Retries, 255-c.Probes))
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("concurrency: %d must be at least 1", c.Concurrency))
+	}
+	return errors.Join(errs...)
+}
+
+// Hop is one TTL of a traced flow.
+type Hop struct {
+	TTL int
+	// Addr answered at this TTL; the zero Addr when every probe went
+	// unanswered. If several addresses answered (the path changed during
+	// the trace), the one that answered most.
+	Addr           netip.Addr
+	Sent, Received int
+	RTT            time.Duration // median of the answered probes
+	// Destination: the target itself answered (SYN-ACK, RST or
+	// Unreachable from its address). Probes sent past the destination's
+	// TTL before it was known count here too.
+	Destination bool
+	// Unreachable: this hop answered with ICMP Destination Unreachable.
+	Unreachable bool
+}
+
+// FlowTrace is the traced path of one flow.
+type FlowTrace struct {
+	SourcePort uint16
+	// Hops in TTL order, up to the destination when Reached, else up to
+	// the last hop that answered.
+	Hops    []Hop
+	Reached bool
+	// Sent and Received count the probes that went past the last
+	// intermediate hop: end to end. When Reached they equal the last
+	// hop's counts.
+	Sent, Received int
+	Start          time.Time
+	Duration       time.Duration
+}
+
+// traceSink is a flow in trace mode, as the TCPSYN reader sees it.
+type traceSink interface {
+	tcpAnswer(r tcpReply, at time.Time)
+}
+
+// NewTracer opens the ICMP socket for a tracer that shares syn's raw
+// socket and source ports. Run must be called to read ICMP, and syn's Run
+// to read the destination's answers.
+func NewTracer(syn *TCPSYN, logger *slog.Logger) (*Tracer, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	sock, err := openICMPRaw(syn.src)
+	if err != nil {
+		return nil, err
+	}
+	return &Tracer{syn: syn, sock: sock, log: logger, flows: map[uint16]*flowRun{}}, nil
+}
+
+// StandaloneConfig configures NewStandaloneTracer.
+type StandaloneConfig struct {
+	Source   netip.Addr
+	PortBase uint16 // source ports are reserved from here up, skipping ports in use
+	Flows    int
+	Logger   *slog.Logger
+}
+
+// NewStandaloneTracer makes a tracer with a TCPSYN engine of its own, for
+// `prober trace`: it reserves cfg.Flows source ports and Run reads both
+// sockets. Ports returns the reserved source ports.
+func NewStandaloneTracer(cfg StandaloneConfig) (*Tracer, error) {
+	syn, err := NewTCPSYN(TCPSYNConfig{Source: cfg.Source, PortBase: cfg.PortBase, Ports: cfg.Flows, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	tr, err := NewTracer(syn, cfg.Logger)
+	if err != nil {
+		syn.Close()
+		return nil, err
+	}
+	tr.own = true
+	return tr, nil
+}
+
+// Ports takes n of the engine's free source ports; see TCPSYN.AllocPorts.
+func (tr *Tracer) Ports(n int) ([]uint16, error) { return tr.syn.AllocPorts(n) }
+
+// UnmatchedTotal returns the ICMP and TCP counters of answers that matched no
+// probe: for a standalone tracer, everything it dropped.
+func (tr *Tracer) UnmatchedTotal() map[string]uint64 {
+	out := tr.Unmatched.UnmatchedCounts()
+	if tr.own {
+		for k, v := range tr.syn.UnmatchedCounts() {
+			out[k] += v
+		}
+	}
+	return out
+}
+
+// Run reads ICMP errors until ctx is cancelled or the tracer is closed. A
+// standalone tracer also runs its TCPSYN reader.
+func (tr *Tracer) Run(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, tr.Close)
+	defer stop()
+	synDone := make(chan error, 1)
+	if tr.own {
+		go func() { synDone <- tr.syn.Run(ctx) }()
+	} else {
+		synDone <- nil
+	}
+	buf := make([]byte, 1500)
+	for {
+		n, at, err := tr.sock.recv(buf)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, errClosed) {
+				if tr.own {
+					tr.syn.Close()
+				}
+				return <-synDone
+			}
+			tr.RecvErrors.Add(1)
+			tr.log.Warn("trace receive", "err", err)
+			time.Sleep(10 * time.Millisecond) // a persistent error must not spin
+			continue
+		}
+		tr.deliver(buf[:n], at)
+	}
+}
+
+// Close closes the ICMP socket, and a standalone tracer's engine.
+func (tr *Tracer) Close() {
+	tr.closeOnce.Do(func() {
+		tr.sock.close()
+		if tr.own {
+			tr.syn.Close()
+		}
+	})
+}
+
+// deliver matches one ICMP error against the probes in flight.
+func (tr *Tracer) deliver(pkt []byte, at time.Time) {
+	q, ok := decodeQuote(pkt)
+	if !ok || q.src != tr.syn.src {
+		tr.Foreign.Add(1) // somebody else's traceroute or an ICMP error not about TCP
+		return
+	}
+	tr.mu.Lock()
+	fr := tr.flows[q.sport]
+	tr.mu.Unlock()
+	if fr == nil {
+		tr.Late.Add(1)
+		return
+	}
+	fr.icmpAnswer(q, at)
+}
+
+// Trace traces the flows from sports to target concurrently and returns
+// one FlowTrace per source port, in the order given. The ports must be
+// reserved by the engine (AllocPorts, or Ports for a standalone tracer);
+// a flow whose regular probe is in flight is traced as soon as it ends.
+func (tr *Tracer) Trace(ctx context.Context, target Target, sports []uint16, cfg TraceConfig) ([]FlowTrace, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	if !target.Addr.Is4() {
+		return nil, fmt.Errorf("trace: target %s is not an IPv4 address", target.Addr)
+	}
+	for _, p := range sports {
+		if !tr.syn.reserved(p) {
+			return nil, fmt.Errorf("trace: source port %d is not reserved", p)
+		}
+	}
+	out := make([]FlowTrace, len(sports))
+	errs := make([]error, len(sports))
+	pace := newPacer(cfg.Rate)
+	sem := make(chan struct{}, cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i, sport := range sports {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return nil, ctx.Err()
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i], errs[i] = tr.traceFlow(ctx, target, sport, cfg, pace)
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return out, errors.Join(errs...)
+}
+
+// traceFlow sends cfg.Probes rounds of TTL-limited SYNs for one flow. In
+// the first round TTLs go out one by one, at the paced rate, until the
+// destination answers or MaxTTL; later rounds repeat the TTLs up to the
+// destination. A round ends when every probe is answered or a few RTTs
+// after its last send (traceroute's "near" heuristic), bounded by Timeout.
+func (tr *Tracer) traceFlow(ctx context.Context, target Target, sport uint16, cfg TraceConfig, pace *pacer) (FlowTrace, error) {
+	fr := &flowRun{
+		tr: tr, sport: sport, dst: target.Addr, dport: target.Port, nonce: uint16(rand.Uint32()),
+		timeout: cfg.Timeout, wake: make(chan struct{}, 1),
+		probes: make([][]probeRec, cfg.MaxTTL),
+	}
+	for i := range fr.probes {
+		fr.probes[i] = make([]probeRec, cfg.Probes+cfg.Retries)
+	}
+	release, err := tr.syn.beginTrace(ctx, sport, fr)
+	if err != nil {
+		return FlowTrace{SourcePort: sport}, err
+	}
+	defer release()
+	tr.mu.Lock()
+	tr.flows[sport] = fr
+	tr.mu.Unlock()
+	defer func() {
+		tr.mu.Lock()
+		delete(tr.flows, sport)
+		tr.mu.Unlock()
+	}()
+
+	start := time.Now()
+	enc := tr.syn.encoders.Get().(*synEncoder)
+	defer tr.syn.encoders.Put(enc)
+	for round := range cfg.Probes {
+		var last time.Time
+		for ttl := 1; ttl <= cfg.MaxTTL; ttl++ {
+			if end := fr.end(); end > 0 && ttl > end {
+				break
+			}
+			if err := pace.wait(ctx); err != nil {
+				return FlowTrace{SourcePort: sport}, err
+			}
+			if err := tr.send(enc, fr, ttl, round); err != nil {
+				return FlowTrace{SourcePort: sport}, fmt.Errorf("trace send to %s from port %d: %w", target.Addr, sport, err)
+			}
+			last = time.Now()
+		}
+		if err := fr.waitRound(ctx, last, cfg.Timeout); err != nil {
+			return FlowTrace{SourcePort: sport}, err
+		}
+	}
+	for round := cfg.Probes; round < cfg.Probes+cfg.Retries; round++ {
+		silent := fr.silent()
+		if len(silent) == 0 {
+			break
+		}
+		if err := sleep(ctx, cfg.RetryGap); err != nil {
+			return FlowTrace{SourcePort: sport}, err
+		}
+		var last time.Time
+		for _, ttl := range silent {
+			if err := pace.wait(ctx); err != nil {
+				return FlowTrace{SourcePort: sport}, err
+			}
+			if err := tr.send(enc, fr, ttl, round); err != nil {
+				return FlowTrace{SourcePort: sport}, fmt.Errorf("trace send to %s from port %d: %w", target.Addr, sport, err)
+			}
+			last = time.Now()
+		}
+		if err := fr.waitRound(ctx, last, cfg.Timeout); err != nil {
+			return FlowTrace{SourcePort: sport}, err
+		}
+	}
+	ft := fr.result()
+	ft.Start, ft.Duration = start, time.Since(start)
+	return ft, nil
+}
+
+// send sends probe number round at ttl. When the flow's destination is
+// known and its previous probe there went unanswered, a RST with that
+// probe's sequence number goes first: a lost SYN-ACK leaves a half-open
+// entry on the target that would answer this SYN with a rate-limited
+// out-of-window ACK instead of a SYN-ACK (see TCPSYN).
+func (tr *Tracer) send(enc *synEncoder, fr *flowRun, ttl, round int) error {
+	seq := traceSeq(fr.nonce, uint8(ttl), uint8(round))
+	p := synPacket{src: tr.syn.src, dst: fr.dst, sport: fr.sport, dport: fr.dport, ttl: uint8(ttl)}
+	fr.mu.Lock()
+	stale, hasStale := fr.staleBefore(ttl, round)
+	fr.probes[ttl-1][round] = probeRec{sent: time.Now(), pending: true}
+	fr.outstanding++
+	fr.mu.Unlock()
+	if hasStale {
+		p.seq, p.ipID, p.rst = stale+1, 0, true
+		if err := tr.syn.send(enc, p); err != nil {
+			return err
+		}
+	}
+	p.seq, p.ipID, p.rst = seq, traceIPID(uint8(ttl), uint8(round)), false
+	return tr.syn.send(enc, p)
+}
+
+// pacer spaces sends evenly at a rate shared by every flow of a Trace.
+type pacer struct {
+	mu   sync.Mutex
+	next time.Time
+	gap  time.Duration
+}
+
+func newPacer(rate float64) *pacer {
+	return &pacer{gap: time.Duration(float64(time.Second) / rate)}
+}
+
+func (p *pacer) wait(ctx context.Context) error {
+	p.mu.Lock()
+	now := time.Now()
+	at := now
+	if p.next.After(now) {
+		at = p.next
+	}
+	p.next = at.Add(p.gap)
+	p.mu.Unlock()
+	if d := at.Sub(now); d > 0 {
+		return sleep(ctx, d)
+	}
+	return ctx.Err()
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// beginTrace puts the slot of sport in trace mode, for sink: it waits
+// for another trace of the flow and for the flow's probe in flight to
+// end, then routes the slot's answers to sink until release is called.
+func (t *TCPSYN) beginTrace(ctx context.Context, sport uint16, sink traceSink) (release func(), err error) {
+	if !t.reserved(sport) {
+		return nil, fmt.Errorf("tcp_syn: source port %d is not reserved", sport)
+	}
+	s := &t.slots[int(sport)-int(t.base)]
+	s.mu.Lock()
+	for s.trace != nil {
+		end := s.traceEnd
+		s.mu.Unlock()
+		select {
+		case <-end:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+	}
+	end := make(chan struct{})
+	s.trace, s.traceEnd = sink, end
+	var idle chan struct{}
+	if s.active {
+		idle = make(chan struct{})
+		s.idle = idle
+	}
+	s.mu.Unlock()
+	release = func() {
+		s.mu.Lock()
+		if s.traceEnd == end {
+			s.trace, s.traceEnd = nil, nil
+			close(end)
+		}
+		s.mu.Unlock()
+	}
+	if idle != nil {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			release()
+			return nil, ctx.Err()
+		}
+	}
+	return release, nil
+}
+
+// reserved reports whether sport is one of the engine's source ports.
+func (t *TCPSYN) reserved(sport uint16) bool {
+	i := int(sport) - int(t.base)
+	return i >= 0 && i < len(t.slots) && t.slots[i].reserved
+}

@@ -1,0 +1,286 @@
+//go:build linux
+
+package probe_test
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/netprober/prober/lab"
+	"github.com/netprober/prober/lab/labtest"
+	"github.com/netprober/prober/probe"
+)
+
+// traceLab is a leaf-spine of 3 spines and 2 racks of one node each: the
+// tracer runs in n11 towards n21, where a listener answers SYN-ACKs.
+type traceLab struct {
+	f      *lab.Fabric
+	src    lab.Host
+	dst    lab.Host
+	target probe.Target
+}
+
+const traceLabPort = 9808
+
+func upTraceLab(t *testing.T) *traceLab {
+	t.Helper()
+	f := labtest.Up(t, lab.Spec{Spines: 3, Racks: 2, NodesPerRack: 1, PodsPerNode: -1})
+	src, _ := f.Host("n11")
+	dst, _ := f.Host("n21")
+	var ln net.Listener
+	if err := lab.Do(dst.Namespace, func() (err error) {
+		ln, err = net.Listen("tcp4", netip.AddrPortFrom(dst.Addr, traceLabPort).String())
+		return err
+	}); err != nil {
+		t.Fatalf("listen in %s: %v", dst.Namespace, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return &traceLab{f: f, src: src, dst: dst, target: probe.Target{Addr: dst.Addr, Port: traceLabPort}}
+}
+
+// tracer starts a standalone tracer inside the source host's namespace.
+func (l *traceLab) tracer(t *testing.T, base uint16, flows int) (*probe.Tracer, []uint16) {
+	t.Helper()
+	var tr *probe.Tracer
+	if err := lab.Do(l.src.Namespace, func() (err error) {
+		tr, err = probe.NewStandaloneTracer(probe.StandaloneConfig{Source: l.src.Addr, PortBase: base, Flows: flows})
+		return err
+	}); err != nil {
+		t.Fatalf("tracer in %s: %v", l.src.Namespace, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tr.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("tracer Run: %v", err)
+		}
+	})
+	ports, err := tr.Ports(flows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, ports
+}
+
+// spineOf maps every address a spine shows a traceroute (its interfaces)
+// to the spine's name.
+func (l *traceLab) spineOf() map[string]string {
+	m := map[string]string{}
+	for addr, dev := range l.f.Hops() {
+		m[addr] = dev
+	}
+	return m
+}
+
+// spineCounters counts, in every spine, the forwarded TCP segments of
+// each source port: the ground truth of which spine ECMP gave each flow.
+func spineCounters(t *testing.T, f *lab.Fabric, sports []uint16) func() map[uint16]string {
+	t.Helper()
+	var reads []func() map[uint16]uint64
+	var names []string
+	for _, r := range f.Routers {
+		if r.Kind != lab.KindSpine {
+			continue
+		}
+		reads = append(reads, counters(t, r.Namespace, sports))
+		names = append(names, r.Name)
+	}
+	return func() map[uint16]string {
+		got := map[uint16]string{}
+		for i, read := range reads {
+			for port, n := range read() {
+				if n > 0 {
+					if prev, ok := got[port]; ok && prev != names[i] {
+						t.Errorf("source port %d crossed both %s and %s", port, prev, names[i])
+					}
+					got[port] = names[i]
+				}
+			}
+		}
+		return got
+	}
+}
+
+// counters installs, in namespace ns, a forward chain counting TCP
+// segments per source port, and returns a function that reads them.
+func counters(t *testing.T, ns string, sports []uint16) func() map[uint16]uint64 {
+	t.Helper()
+	fd, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fd.Close() })
+	c, err := nftables.New(nftables.WithNetNSFd(int(fd)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "tracetest"})
+	ch := c.AddChain(&nftables.Chain{Table: tbl, Name: "count", Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter})
+	for _, p := range sports {
+		c.AddRule(&nftables.Rule{Table: tbl, Chain: ch, Exprs: []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(p)},
+			&expr.Counter{},
+		}})
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatalf("counters in %s: %v", ns, err)
+	}
+	return func() map[uint16]uint64 {
+		rules, err := c.GetRules(tbl, ch)
+		if err != nil {
+			t.Fatalf("read counters in %s: %v", ns, err)
+		}
+		got := map[uint16]uint64{}
+		for i, r := range rules {
+			for _, e := range r.Exprs {
+				if ctr, ok := e.(*expr.Counter); ok {
+					got[sports[i]] = ctr.Packets
+				}
+			}
+		}
+		return got
+	}
+}
+
+// spineSeen returns the spine a flow's trace shows: hop 2 (the spine
+// itself) or hop 3 (the far ToR's interface facing that spine).
+func spineSeen(ft probe.FlowTrace, hops map[string]string, peerOf map[string]string) string {
+	if len(ft.Hops) >= 2 && ft.Hops[1].Addr.IsValid() {
+		return hops[ft.Hops[1].Addr.String()]
+	}
+	if len(ft.Hops) >= 3 && ft.Hops[2].Addr.IsValid() {
+		return peerOf[ft.Hops[2].Addr.String()]
+	}
+	return ""
+}
+
+// peerOf maps a ToR interface address to the spine at its other end.
+func peerOf(f *lab.Fabric) map[string]string {
+	m := map[string]string{}
+	for _, r := range f.Routers {
+		for _, ifc := range r.Interfaces {
+			if r.Kind == lab.KindToR && ifc.Peer != "" {
+				m[ifc.Addr.Addr().String()] = ifc.Peer
+			}
+		}
+	}
+	return m
+}
+
+func TestTraceFindsEverySpine(t *testing.T) {
+	l := upTraceLab(t)
+	tr, ports := l.tracer(t, 62000, 16)
+	truth := spineCounters(t, l.f, ports)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	fts, err := tr.Trace(ctx, l.target, ports, probe.TraceConfig{Probes: 3, MaxTTL: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("16 flows traced in %v", time.Since(start).Round(time.Millisecond))
+	want := truth()
+	hops, peers := l.f.Hops(), peerOf(l.f)
+	spines := map[string]bool{}
+	for _, ft := range fts {
+		t.Logf("sport %d: %v reached=%v e2e %d/%d", ft.SourcePort, ft.Path(), ft.Reached, ft.Received, ft.Sent)
+		if !ft.Reached || len(ft.Hops) != 4 || ft.Hops[3].Addr != l.dst.Addr {
+			t.Errorf("sport %d: path %v reached %v, want 4 hops ending at %v", ft.SourcePort, ft.Path(), ft.Reached, l.dst.Addr)
+			continue
+		}
+		got := spineSeen(ft, hops, peers)
+		if got != "" && got != want[ft.SourcePort] {
+			t.Errorf("sport %d: trace shows %s, the flow crossed %s", ft.SourcePort, got, want[ft.SourcePort])
+		}
+		if got != "" {
+			spines[got] = true
+		}
+		if lr := ft.Loss(probe.DefaultNoise); lr.Lossy {
+			t.Errorf("sport %d: lossy (%+v) in a healthy fabric", ft.SourcePort, lr)
+		}
+	}
+	if len(spines) != 3 {
+		t.Errorf("traces found spines %v, want all 3", slices.Sorted(func(yield func(string) bool) {
+			for s := range spines {
+				if !yield(s) {
+					return
+				}
+			}
+		}))
+	}
+}
+
+// TestTraceLossySpine drops half of what spine2 forwards towards the
+// destination's rack: the flows through spine2, and only they, must read
+// lossy, with spine2 as the suspect hop. (Loss in both directions would
+// also hit flows whose answers return through spine2, which a forward
+// trace cannot see: docs/trace.md.)
+// The routers' ICMP rate limit is turned off here, so that the spine's own
+// answers measure reachability; TestTraceFindsEverySpine keeps it on and
+// checks that rate-limited silence is never read as loss.
+func TestTraceLossySpine(t *testing.T) {
+	l := upTraceLab(t)
+	for _, r := range l.f.Routers {
+		if err := lab.Do(r.Namespace, func() error {
+			return os.WriteFile("/proc/sys/net/ipv4/icmp_ratelimit", []byte("0"), 0o644)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, ports := l.tracer(t, 62100, 16)
+	truth := spineCounters(t, l.f, ports)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Map the flows first: the fault drops traces' probes too.
+	if _, err := tr.Trace(ctx, l.target, ports, probe.TraceConfig{Probes: 1, MaxTTL: 8}); err != nil {
+		t.Fatal(err)
+	}
+	via := truth()
+	if err := l.f.Inject(ctx, lab.Fault{Kind: lab.FaultLinkLoss, From: "spine2", To: "tor2", Permille: 500}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	fts, err := tr.Trace(ctx, l.target, ports, probe.TraceConfig{Probes: 12, MaxTTL: 8, Rate: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("16 flows x 12 probes traced in %v", time.Since(start).Round(time.Millisecond))
+	hops := l.f.Hops()
+	nLossy := 0
+	for _, ft := range fts {
+		lr := ft.Loss(probe.DefaultNoise)
+		suspect := ""
+		if lr.SuspectHop >= 0 {
+			suspect = hops[ft.Hops[lr.SuspectHop].Addr.String()]
+		}
+		t.Logf("sport %d via %s: %v e2e %d/%d lossy %v suspect %q", ft.SourcePort, via[ft.SourcePort], ft.Path(), ft.Received, ft.Sent, lr.Lossy, suspect)
+		if via[ft.SourcePort] == "spine2" {
+			nLossy++
+			if !lr.Lossy || suspect != "spine2" {
+				t.Errorf("sport %d through spine2: lossy %v suspect %q, want lossy with suspect spine2", ft.SourcePort, lr.Lossy, suspect)
+			}
+		} else if lr.Lossy {
+			t.Errorf("sport %d through %s: read lossy (%+v)", ft.SourcePort, via[ft.SourcePort], lr)
+		}
+	}
+	if nLossy == 0 {
+		t.Fatal("no flow crossed spine2")
+	}
+}
