@@ -54,6 +54,11 @@ type Thresholds struct {
 	// MinSent is the fewest probes an element needs before it can be
 	// judged at all. Default 20.
 	MinSent uint64
+	// MinScore drops suspects that explain less than this share of the
+	// round's excess loss: the scatter around a large fault (replies
+	// of black-holed flows take paths no trace shows). It can hide a
+	// small second fault beside a large one. Default 0.01.
+	MinScore float64
 }
 
 func (t *Thresholds) setDefaults() {
@@ -71,6 +76,9 @@ func (t *Thresholds) setDefaults() {
 	}
 	if t.MinSent == 0 {
 		t.MinSent = 20
+	}
+	if t.MinScore == 0 {
+		t.MinScore = 0.01
 	}
 }
 

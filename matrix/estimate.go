@@ -64,6 +64,8 @@ func (e *estimator) fit(r *round) {
 	mixSent := make([]float64, len(r.mixes))
 
 	var inc []weighted
+	lastPair := int32(-1)
+	var rev reversePath
 	for fi := range r.flows {
 		f := &r.flows[fi]
 		if f.linkStart == f.linkEnd {
@@ -87,24 +89,23 @@ func (e *estimator) fit(r *round) {
 		}
 		// The reply's path.
 		if f.complete && r.devHost[f.dst] {
-			accS, accD := r.devAcc[f.src], r.devAcc[f.dst]
-			if accS >= 0 && accD >= 0 {
-				for _, lk := range [2]link{{f.dst, accD}, {accS, f.src}} {
-					if l, ok := r.linkID[uint64(uint32(lk.from))<<32|uint64(uint32(lk.to))]; ok {
-						e.sent[l] += n
-						if f.lost > 0 {
-							inc = addWeighted(inc, l, 1)
-						}
+			if f.pair != lastPair {
+				lastPair = f.pair
+				rev = e.reverse(r, f.src, f.dst)
+			}
+			for _, l := range rev.access {
+				if l >= 0 {
+					e.sent[l] += n
+					if f.lost > 0 {
+						inc = addWeighted(inc, l, 1)
 					}
 				}
-				if accS != accD {
-					if id, ok := r.mixID[uint64(uint32(accD))<<32|uint64(uint32(accS))]; ok {
-						mixSent[id] += n
-						if f.lost > 0 {
-							for _, w := range e.mixture(r, id) {
-								inc = addWeighted(inc, w.link, w.w)
-							}
-						}
+			}
+			if rev.mix >= 0 {
+				mixSent[rev.mix] += n
+				if f.lost > 0 {
+					for _, w := range e.mixture(r, rev.mix) {
+						inc = addWeighted(inc, w.link, w.w)
 					}
 				}
 			}
@@ -179,7 +180,7 @@ func (e *estimator) fit(r *round) {
 				delta = max(delta, math.Abs(d))
 			}
 		}
-		if delta < 1e-6 {
+		if delta < 1e-5 { // loss rates to 1e-5: below Healthy by 100x
 			break
 		}
 	}
@@ -261,17 +262,11 @@ func (e *estimator) mixture(r *round, id int32) []weighted {
 		return w
 	}
 	mx := &r.mixes[id]
-	links := slices.Clone(mx.links)
-	slices.Sort(links)
-	var ws []weighted
-	for i := 0; i < len(links); {
-		j := i
-		for j < len(links) && links[j] == links[i] {
-			j++
-		}
-		ws = append(ws, weighted{links[i], float64(j-i) / float64(mx.flows)})
-		i = j
+	var ws []weighted // few distinct links (two per spine): scan, not sort
+	for _, l := range mx.links {
+		ws = addWeighted(ws, l, 1/float64(mx.flows))
 	}
+	slices.SortFunc(ws, func(a, b weighted) int { return int(a.link - b.link) })
 	e.mixW[id] = ws
 	return ws
 }
@@ -291,4 +286,31 @@ func resize[T any](s []T, n int) []T {
 	s = slices.Grow(s[:0], n)[:n]
 	clear(s)
 	return s
+}
+
+// reversePath is what is known of a reply's path: the target's access
+// link up, the source's access link down (-1 when never seen), and the
+// mixture between their access devices (-1: same device or unknown).
+type reversePath struct {
+	access [2]int32
+	mix    int32
+}
+
+func (e *estimator) reverse(r *round, src, dst int32) reversePath {
+	rp := reversePath{access: [2]int32{-1, -1}, mix: -1}
+	accS, accD := r.devAcc[src], r.devAcc[dst]
+	if accS < 0 || accD < 0 {
+		return rp
+	}
+	for i, lk := range [2]link{{dst, accD}, {accS, src}} {
+		if l, ok := r.linkID[uint64(uint32(lk.from))<<32|uint64(uint32(lk.to))]; ok {
+			rp.access[i] = l
+		}
+	}
+	if accS != accD {
+		if id, ok := r.mixID[uint64(uint32(accD))<<32|uint64(uint32(accS))]; ok {
+			rp.mix = id
+		}
+	}
+	return rp
 }

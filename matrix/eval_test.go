@@ -72,42 +72,68 @@ func evaluate(t testing.TB, cfg matrixsim.Config, k matrixsim.Kind, loss float64
 	return s
 }
 
+// qualityCases are the fault classes and loss rates evaluated, with the
+// goals they are held to (issue 5): precision and recall >= 0.95 at 2-5 %
+// link or device loss, recall >= 0.90 at 1 %. Cases with goal 0 are
+// measured, not asserted.
+var qualityCases = []struct {
+	kind             matrixsim.Kind
+	loss             float64
+	minPrec, minRecl float64
+}{
+	{matrixsim.LinkLoss, 0.05, 0.95, 0.95},
+	{matrixsim.LinkLoss, 0.02, 0.95, 0.95},
+	{matrixsim.LinkLoss, 0.01, 0.95, 0.9},
+	{matrixsim.LinkLoss, 0.005, 0, 0},
+	{matrixsim.SpineLoss, 0.05, 0.95, 0.95},
+	{matrixsim.SpineLoss, 0.02, 0.95, 0.95},
+	{matrixsim.SpineLoss, 0.01, 0.95, 0.9},
+	{matrixsim.ToRLoss, 0.05, 0.95, 0.95},
+	{matrixsim.ToRLoss, 0.02, 0.95, 0.95},
+	{matrixsim.ToRLoss, 0.01, 0.95, 0.9},
+	{matrixsim.Blackhole, 1, 0.95, 0.95},
+	{matrixsim.LBLoss, 0.02, 0.95, 0.95},
+	{matrixsim.LBEstablished, 1, 0.95, 0.95},
+	{matrixsim.HostNIC, 0.02, 0.95, 0.95},
+	{matrixsim.HostNIC, 0.01, 0, 0},
+}
+
+// TestLocalizeQuality holds the top suspect's precision and recall to the
+// goals over seeded trials on evalFabric: 4 trials per case by default,
+// 50 with -eval (which also logs the table for docs/performance.md).
 func TestLocalizeQuality(t *testing.T) {
 	if testing.Short() {
 		t.Skip("quality evaluation skipped in -short")
 	}
-	trials := 6
-	for _, tc := range []struct {
-		kind              matrixsim.Kind
-		loss              float64
-		minPrec, minRecal float64
-	}{
-		{matrixsim.LinkLoss, 0.05, 0.95, 0.95},
-		{matrixsim.LinkLoss, 0.02, 0.95, 0.95},
-		{matrixsim.LinkLoss, 0.01, 0.9, 0.9},
-		{matrixsim.SpineLoss, 0.02, 0.95, 0.95},
-		{matrixsim.ToRLoss, 0.02, 0.95, 0.95},
-		{matrixsim.Blackhole, 1, 0.95, 0.95},
-		{matrixsim.LBLoss, 0.02, 0.95, 0.95},
-		{matrixsim.LBEstablished, 1, 0.95, 0.95},
-		{matrixsim.HostNIC, 0.02, 0.95, 0.95},
-	} {
+	trials := 4
+	if *evalFull {
+		trials = 50
+	}
+	for _, tc := range qualityCases {
 		t.Run(fmt.Sprintf("%s/%g", tc.kind, tc.loss), func(t *testing.T) {
 			t.Parallel()
 			s := evaluate(t, evalFabric, tc.kind, tc.loss, trials, 1)
-			if s.precision() < tc.minPrec || s.recall() < tc.minRecal {
+			if *evalFull {
+				t.Logf("| %s | %g | %d | %.2f | %.2f |", tc.kind, tc.loss, s.trials, s.precision(), s.recall())
+			}
+			if s.precision() < tc.minPrec || s.recall() < tc.minRecl {
 				t.Errorf("%s at %g: precision %.2f recall %.2f over %d trials, want >= %.2f and >= %.2f",
-					tc.kind, tc.loss, s.precision(), s.recall(), s.trials, tc.minPrec, tc.minRecal)
+					tc.kind, tc.loss, s.precision(), s.recall(), s.trials, tc.minPrec, tc.minRecl)
 			}
 		})
 	}
 	t.Run("healthy", func(t *testing.T) {
 		t.Parallel()
 		fab, _ := matrixsim.New(evalFabric)
+		named := 0
 		for i := range trials {
 			if d := localize(t, fab, matrixsim.Fault{Kind: matrixsim.Healthy}, uint64(100+i)); len(d.Suspects) > 0 {
+				named++
 				t.Errorf("healthy trial %d: suspects %+v", i, d.Suspects[0])
 			}
+		}
+		if *evalFull {
+			t.Logf("| healthy | 1e-4 background | %d | runs with any suspect: %d |", trials, named)
 		}
 	})
 }

@@ -157,6 +157,9 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 		if total > 0 {
 			c.Score = c.conf * max(c.excess, 0) / total
 		}
+		if c.Score < th.MinScore {
+			continue
+		}
 		if c.Addresses == nil {
 			c.Addresses = []string{}
 		}

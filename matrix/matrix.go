@@ -38,10 +38,14 @@ type agentState struct {
 	seen, reported       time.Time
 	window               float64
 
-	targets  []targetRec
-	protos   []protoRec
-	flows    []flowRec
-	hops     []int32 // addrID per traced hop, -1 for a silent hop
+	targets []targetRec
+	protos  []protoRec
+	flows   []flowRec
+	hops    []int32 // addrID per traced hop, -1 for a silent hop
+	// hopStr[i] and hopPrev[i] remember the string and id at position
+	// i of hops across reports.
+	hopStr   []string
+	hopPrev  []int32
 	backends []string
 }
 
@@ -198,7 +202,21 @@ func (m *Matrix) flowOf(a *agentState, f *api.Flow) flowRec {
 			hops = hops[:maxHops]
 		}
 		for _, h := range hops {
-			a.hops = append(a.hops, m.intern(h))
+			// Reports repeat last round's paths: comparing with the
+			// string seen at this position is cheaper than hashing.
+			i := len(a.hops)
+			if i < len(a.hopStr) && a.hopStr[i] == h {
+				a.hops = append(a.hops, a.hopPrev[i])
+				continue
+			}
+			id := m.intern(h)
+			a.hops = append(a.hops, id)
+			if i < len(a.hopStr) {
+				a.hopStr[i], a.hopPrev[i] = h, id
+			} else {
+				a.hopStr = append(a.hopStr, h)
+				a.hopPrev = append(a.hopPrev, id)
+			}
 		}
 	}
 	fr.hopEnd = int32(len(a.hops))

@@ -1,7 +1,8 @@
 package matrix_test
 
 import (
-	"os"
+	"flag"
+	"syscall"
 	"testing"
 	"time"
 
@@ -9,23 +10,54 @@ import (
 	"github.com/netprober/prober/matrix/matrixsim"
 )
 
-func TestPhases(t *testing.T) {
-	if os.Getenv("PHASES") == "" {
-		t.Skip()
+var evalScale = flag.Bool("scale", false, "measure CPU per localization round at 5,000 nodes")
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestScaleCPU measures the process CPU time (all threads, GC included)
+// of steady-state rounds at 5,000 nodes: Observe of every report, then
+// Localize. Run with -scale.
+func TestScaleCPU(t *testing.T) {
+	if !*evalScale {
+		t.Skip("run with -scale")
 	}
 	cfg := matrixsim.Config{Racks: 125, NodesPerRack: 40, Spines: 8, LB: true, FlowsPerTarget: 4, ProbesPerFlow: 2, SilentHop: 0.05, Background: 1e-4}
-	fab, _ := matrixsim.New(cfg)
-	for _, k := range []matrixsim.Kind{matrixsim.LinkLoss, matrixsim.Blackhole} {
-		obs := fab.Observations(matrixsim.Fault{Kind: k, Loss: 0.02, Rack: 7, Spine: 3}, 1)
+	fab, err := matrixsim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []matrixsim.Kind{matrixsim.Healthy, matrixsim.LinkLoss, matrixsim.SpineLoss, matrixsim.Blackhole} {
+		ft := matrixsim.Fault{Kind: k, Loss: 0.02, Rack: 7, Spine: 3}
+		obs := fab.Observations(ft, 1)
 		m, _ := matrix.New(matrix.Config{GroupBy: "rack", Hops: fab.Hops()})
-		for range 3 {
-			a := time.Now()
+		var obsCPU, locCPU time.Duration
+		const rounds = 5
+		var d matrix.Diagnosis
+		for i := range rounds + 1 {
+			a := cpuTime()
 			for _, o := range obs {
-				m.Observe(t0, o)
+				if err := m.Observe(t0, o); err != nil {
+					t.Fatal(err)
+				}
 			}
-			b := time.Now()
-			d := m.Localize(t0)
-			t.Logf("%s: observe %v localize %v suspects %d", k, b.Sub(a), time.Since(b), len(d.Suspects))
+			b := cpuTime()
+			d = m.Localize(t0)
+			c := cpuTime()
+			if i > 0 { // the first round grows the reused storage
+				obsCPU += b - a
+				locCPU += c - b
+			}
 		}
+		kind, name := fab.Truth(ft)
+		top := "none"
+		if len(d.Suspects) > 0 {
+			top = d.Suspects[0].Kind + "/" + d.Suspects[0].Name
+		}
+		t.Logf("%-10s flows %d: CPU per round: observe %v + localize %v = %v; top %s (truth %s/%s), %d suspects",
+			k, len(obs)*164*4, obsCPU/rounds, locCPU/rounds, (obsCPU+locCPU)/rounds, top, kind, name, len(d.Suspects))
 	}
 }

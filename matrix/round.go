@@ -177,6 +177,11 @@ func (m *Matrix) build(r *round, agents []*agentState) {
 	}
 
 	var chain []int32
+	var memo [8]link
+	var memoID [8]int32
+	for i := range memo {
+		memo[i] = link{-1, -1}
+	}
 	for ai, a := range agents {
 		src := r.devID[a.name]
 		for ti := range a.targets {
@@ -217,7 +222,17 @@ func (m *Matrix) build(r *round, agents []*agentState) {
 						}
 						for i := 1; i < len(chain); i++ {
 							if chain[i-1] >= 0 && chain[i] >= 0 {
-								r.flowLinks = append(r.flowLinks, r.linkOf(chain[i-1], chain[i]))
+								// Consecutive flows share most links: a
+								// per-position memo skips the map.
+								if i < len(memo) && memo[i].from == chain[i-1] && memo[i].to == chain[i] {
+									r.flowLinks = append(r.flowLinks, memoID[i])
+									continue
+								}
+								id := r.linkOf(chain[i-1], chain[i])
+								if i < len(memo) {
+									memo[i], memoID[i] = link{chain[i-1], chain[i]}, id
+								}
+								r.flowLinks = append(r.flowLinks, id)
 							}
 						}
 						if len(chain) >= 2 && chain[1] >= 0 {

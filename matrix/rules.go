@@ -232,6 +232,16 @@ func dataplaneRule(r *round, th *Thresholds) []candidate {
 		pod, node tally
 		pairs     []int32
 	}
+	anyPod := false
+	for pi := range r.pairs {
+		if isPodPath(&r.agents[r.pairs[pi].agent].targets[r.pairs[pi].target]) {
+			anyPod = true
+			break
+		}
+	}
+	if !anyPod {
+		return nil
+	}
 	nodes := map[string]*nodeT{}
 	get := func(n string) *nodeT {
 		v := nodes[n]
