@@ -25,11 +25,13 @@
 // node), routed like a CNI such as Calico does it: the node routes each
 // pod's /32 to its veth and forwards; the pod's gateway is the node's own
 // address, on-link; the ToR routes the node's pod CIDR to the node. The
-// LB hangs off every spine like a leaf. Spines, ToRs and the LB run with
-// net.ipv4.fib_multipath_hash_policy=1 (L4 hash) and a fixed per-device
-// hash seed, so a ToR spreads flows over all spines by 5-tuple and the
-// same 5-tuple takes the same spine on every run. Nodes and pods allow
-// unprivileged ICMP echo sockets (net.ipv4.ping_group_range).
+// LB hangs off every spine like a leaf. Spines, ToRs and the LB hash
+// ECMP on the 5-tuple read from the packet
+// (net.ipv4.fib_multipath_hash_policy=3 with fields 0x37, not policy 1:
+// see sysctlsFor) with a fixed per-device seed, so a ToR spreads flows
+// over all spines and the same 5-tuple takes the same spine on every
+// connection and every run. Nodes and pods allow unprivileged ICMP echo
+// sockets (net.ipv4.ping_group_range).
 //
 // # Addresses
 //

@@ -45,8 +45,9 @@ func TestFabric(t *testing.T) {
 
 	t.Run("sysctls per namespace", func(t *testing.T) {
 		for _, tc := range []struct{ dev, key, want string }{
-			{"spine1", "net.ipv4.fib_multipath_hash_policy", "1"},
-			{"tor2", "net.ipv4.fib_multipath_hash_policy", "1"},
+			{"spine1", "net.ipv4.fib_multipath_hash_policy", "3"},
+			{"tor2", "net.ipv4.fib_multipath_hash_policy", "3"},
+			{"tor2", "net.ipv4.fib_multipath_hash_fields", "55"},
 			{"tor2", "net.ipv4.ip_forward", "1"},
 			{"n21p1", "net.ipv4.fib_multipath_hash_policy", "0"},
 			{"n21p1", "net.ipv4.ip_forward", "0"},
@@ -90,17 +91,21 @@ func TestFabric(t *testing.T) {
 			ns, _ := f.Namespace(s)
 			read[s] = counters(t, ns, sports)
 		}
-		for _, p := range sports {
-			c, err := dial(n11.Namespace, netip.AddrPortFrom(n11.Addr, p), netip.AddrPortFrom(n21.Addr, 7001), 2*time.Second)
-			if err != nil {
-				t.Fatalf("flow from port %d: %v", p, err)
-			}
-			for range 3 {
-				if err := roundTrip(c, "prober-lab", 2*time.Second); err != nil {
+		// Each 5-tuple twice, as two connections: a switch hashes headers,
+		// so the second must take the first one's spine.
+		for range 2 {
+			for _, p := range sports {
+				c, err := dial(n11.Namespace, netip.AddrPortFrom(n11.Addr, p), netip.AddrPortFrom(n21.Addr, 7001), 2*time.Second)
+				if err != nil {
 					t.Fatalf("flow from port %d: %v", p, err)
 				}
+				for range 3 {
+					if err := roundTrip(c, "prober-lab", 2*time.Second); err != nil {
+						t.Fatalf("flow from port %d: %v", p, err)
+					}
+				}
+				abort(c)
 			}
-			abort(c)
 		}
 		perSpine := map[string]int{}
 		for _, p := range sports {
@@ -236,6 +241,17 @@ func TestFabric(t *testing.T) {
 		defer abort(fresh)
 		if err := roundTrip(fresh, "new", 2*time.Second); err != nil {
 			t.Errorf("new conn during lb-forget: %v", err)
+		}
+	})
+
+	t.Run("LB loss hits the LB path only", func(t *testing.T) {
+		if err := f.Inject(ctx, lab.Fault{Kind: lab.FaultLBLoss, Permille: 1000}); err != nil {
+			t.Fatal(err)
+		}
+		defer f.Clear(context.Background())
+		got := ping(t, n11.Namespace, []netip.Addr{f.VIP, n21.Addr}, 5, 5*time.Millisecond, 300*time.Millisecond)
+		if got[f.VIP] != 0 || got[n21.Addr] != 5 {
+			t.Errorf("lb-loss 1000: VIP %d/5 replies (want 0), n21 %d/5 (want 5)", got[f.VIP], got[n21.Addr])
 		}
 	})
 

@@ -105,10 +105,14 @@ func flowHashIsZero(m int) []expr.Any {
 		&expr.Payload{DestRegister: 9, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
 		&expr.Payload{DestRegister: 10, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 2},
 		&expr.Payload{DestRegister: 11, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-		&expr.Hash{SourceRegister: 1, DestRegister: 1, Length: 16, Modulus: uint32(m), Type: expr.HashTypeJenkins},
+		&expr.Hash{SourceRegister: 1, DestRegister: 1, Length: 16, Modulus: uint32(m), Seed: blackholeSeed, Type: expr.HashTypeJenkins},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: make([]byte, 4)},
 	}
 }
+
+// blackholeSeed fixes jhash's seed, which the kernel otherwise draws at
+// random per rule: the same flows die on every run.
+const blackholeSeed = 0x5eed
 
 func drop() expr.Any { return &expr.Verdict{Kind: expr.VerdictDrop} }
 

@@ -121,9 +121,47 @@ func (b *builder) build(ctx context.Context) error {
 		}
 	}
 	if b.plan.fabric.Spec.LB {
-		return b.lb()
+		if err := b.lb(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return b.waitOperUp(ctx, 5*time.Second)
+}
+
+// waitOperUp waits until every link is operationally up. The kernel's
+// linkwatch turns a new veth's carrier on in batches up to a second
+// apart, and until then the device's queue is the noop qdisc, which drops
+// every packet: a fabric returned earlier loses its first pings.
+func (b *builder) waitOperUp(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var down []string
+		for _, n := range b.plan.ns {
+			links, err := b.handles[n.name].LinkList()
+			if err != nil {
+				return fmt.Errorf("netns %s: links: %w", n.name, err)
+			}
+			for _, l := range links {
+				a := l.Attrs()
+				if a.Name != "lo" && a.OperState != netlink.OperUp {
+					down = append(down, n.name+"/"+a.Name)
+				}
+			}
+		}
+		if len(down) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("links not up after %v: %v", limit, down)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // sysctlsFor returns what a namespace of kind needs. i makes each router's
@@ -149,8 +187,17 @@ func sysctlsFor(kind string, i int) []sysctl {
 	switch kind {
 	case KindSpine, KindToR, KindLB:
 		s = append(s, forward...)
+		// Policy 3 hashes the fields below (saddr, daddr, proto, sport,
+		// dport), read from the packet. Policy 1 would be the same L4
+		// hash, except that it takes the skb's hash when the sender's
+		// socket set one, and that survives the veth into this namespace:
+		// a TCP connection's spine would then follow the sending socket's
+		// random txhash, differ between two connections with the same
+		// 5-tuple, and move to another spine when TCP rehashes after a
+		// timeout. A switch sees only headers; so do these routers.
 		s = append(s,
-			sysctl{key: "net.ipv4.fib_multipath_hash_policy", value: "1"},
+			sysctl{key: "net.ipv4.fib_multipath_hash_policy", value: "3"},
+			sysctl{key: "net.ipv4.fib_multipath_hash_fields", value: "0x0037"},
 			sysctl{key: "net.ipv4.fib_multipath_hash_seed", value: strconv.Itoa(0x5eed + i), optional: true},
 		)
 	case ClassNode:
