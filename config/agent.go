@@ -36,6 +36,8 @@ type Agent struct {
 	Targets []Target `json:"targets"`
 	// Log selects the log format: json (default) or text.
 	Log string `json:"log,omitempty"`
+	// TLS, when set, makes the listen address serve TLS; see ServerTLS.
+	TLS *ServerTLS `json:"tls,omitempty"`
 }
 
 // Probing holds the probe schedule.
@@ -57,6 +59,8 @@ type Probing struct {
 	// kernel's own connections rarely want the same ports; ports in use are
 	// skipped either way. See docs/agent.md.
 	SourcePortBase int `json:"sourcePortBase,omitempty"`
+	// HTTP2 configures http2_ping.
+	HTTP2 HTTP2Probing `json:"http2"`
 }
 
 // Metrics configures the Prometheus exposition.
@@ -72,6 +76,13 @@ type Target struct {
 	Class   string            `json:"class"`
 	Port    int               `json:"port"`
 	Labels  map[string]string `json:"labels,omitempty"`
+	// HTTP2 is how http2_ping reaches the target: h2c, tls or none;
+	// default DefaultHTTP2(class). CAFile (PEM), ServerName and
+	// InsecureSkipVerify verify a tls target's certificate.
+	HTTP2              string `json:"http2,omitempty"`
+	CAFile             string `json:"caFile,omitempty"`
+	ServerName         string `json:"serverName,omitempty"`
+	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
 }
 
 // Defaults.
@@ -150,6 +161,7 @@ func (c *Agent) SetDefaults() {
 			c.Targets[i].Port = DefaultPort
 		}
 	}
+	c.setHTTP2Defaults()
 }
 
 // Validate reports every problem in the configuration, joined.
@@ -231,6 +243,7 @@ func (c *Agent) Validate() error {
 			bad(f+".port", "%d not in 1..65535", t.Port)
 		}
 	}
+	c.validateHTTP2(bad)
 	return errors.Join(errs...)
 }
 

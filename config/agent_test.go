@@ -42,24 +42,58 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+func TestHTTP2Defaults(t *testing.T) {
+	t.Parallel()
+	c, err := LoadAgent("testdata/good/http2.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Probing.HTTP2.DeadAfter != 5 || c.TLS == nil || c.TLS.CertFile == "" {
+		t.Errorf("probing.http2 %+v, tls %+v", c.Probing.HTTP2, c.TLS)
+	}
+	want := map[string]string{"n21": HTTP2H2C, "n22": HTTP2None, "n23": HTTP2TLS, "api-vip": HTTP2TLS}
+	for _, tg := range c.Targets {
+		if tg.HTTP2 != want[tg.Name] {
+			t.Errorf("%s: http2 %q, want %q", tg.Name, tg.HTTP2, want[tg.Name])
+		}
+	}
+	m, err := LoadAgent("testdata/good/minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Probing.HTTP2.DeadAfter != DefaultDeadAfter || m.TLS != nil || m.Targets[0].HTTP2 != HTTP2H2C {
+		t.Errorf("minimal: deadAfter %d, tls %+v, n21 http2 %q", m.Probing.HTTP2.DeadAfter, m.TLS, m.Targets[0].HTTP2)
+	}
+}
+
 // The tests pin the field each message names, not the libraries' wording.
 func TestBadConfigs(t *testing.T) {
 	t.Parallel()
 	want := map[string][]string{
-		"unknown-field":         {"probing.intervall", "unknown field"},
-		"bad-class":             {"class", `"router"`, "node, pod"},
-		"missing-name":          {"name: required"},
-		"bad-duration":          {"probing.timeout"},
-		"bad-protocol":          {"probing.protocols[1]", `"udp"`, "icmp, tcp_syn, http2_ping"},
-		"bad-target":            {"targets[0].address", "198.18.2.300"},
-		"duplicate-target":      {"targets[1].name", "targets[0]"},
-		"duplicate-key":         {`"name"`},
-		"bad-listen":            {"listen"},
-		"unspecified-no-source": {"source: required"},
-		"too-many-flows":        {"probing.flows", "65"},
-		"window-short":          {"probing.window"},
-		"wrong-type":            {"probing.flows", "number"},
-		"empty":                 {"empty"},
+		"unknown-field":           {"probing.intervall", "unknown field"},
+		"bad-class":               {"class", `"router"`, "node, pod"},
+		"missing-name":            {"name: required"},
+		"bad-duration":            {"probing.timeout"},
+		"bad-protocol":            {"probing.protocols[1]", `"udp"`, "icmp, tcp_syn, http2_ping"},
+		"bad-target":              {"targets[0].address", "198.18.2.300"},
+		"duplicate-target":        {"targets[1].name", "targets[0]"},
+		"duplicate-key":           {`"name"`},
+		"bad-listen":              {"listen"},
+		"unspecified-no-source":   {"source: required"},
+		"too-many-flows":          {"probing.flows", "65"},
+		"window-short":            {"probing.window"},
+		"wrong-type":              {"probing.flows", "number"},
+		"empty":                   {"empty"},
+		"http2-mode":              {"targets[0].http2", `"h3"`, "h2c, tls, none"},
+		"cafile-missing":          {"targets[0].caFile", "/nonexistent/ca.pem"},
+		"cafile-not-pem":          {"targets[0].caFile", "no PEM certificate"},
+		"cafile-and-insecure":     {"targets[0].insecureSkipVerify", "caFile"},
+		"http2-tls-fields-on-h2c": {"targets[0].serverName: needs http2: tls", "targets[0].insecureSkipVerify: needs http2: tls"},
+		"dead-after":              {"probing.http2.deadAfter", "-1"},
+		"tls-half":                {"tls.keyFile: required"},
+		"tls-empty":               {"tls: set certFile and keyFile, or selfSigned"},
+		"tls-both":                {"tls: ", "not both"},
+		"tls-bad-pair":            {"tls.certFile", "/nonexistent/key.pem", "tls.hosts: only for selfSigned"},
 	}
 	files, _ := filepath.Glob("testdata/bad/*.yaml")
 	if len(files) != len(want) {

@@ -1,0 +1,134 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+)
+
+// HTTP/2 modes of a target (targets[].http2): how http2_ping reaches it.
+const (
+	HTTP2H2C  = "h2c"  // cleartext HTTP/2 with prior knowledge (the agents' default)
+	HTTP2TLS  = "tls"  // TLS with ALPN h2, verified (an LB in front of the API server)
+	HTTP2None = "none" // not pinged over HTTP/2
+)
+
+// DefaultHTTP2 is a target class's HTTP/2 mode when none is configured:
+// nodes and pods run agents, which serve h2c; an lb fronts a TLS service
+// such as the Kubernetes API server.
+func DefaultHTTP2(class string) string {
+	if class == ClassLB {
+		return HTTP2TLS
+	}
+	return HTTP2H2C
+}
+
+// HTTP2Probing configures http2_ping (probing.http2).
+type HTTP2Probing struct {
+	// DeadAfter is how many PINGs in a row may go unanswered before the
+	// connection is declared dead, closed and redialled.
+	DeadAfter int `json:"deadAfter,omitempty"`
+}
+
+// DefaultDeadAfter is probing.http2.deadAfter's default.
+const DefaultDeadAfter = 3
+
+const maxDeadAfter = 100
+
+// ServerTLS makes the agent serve TLS on its listen address (the tls
+// block): HTTP/2 by ALPN and HTTP/1.1, instead of cleartext HTTP/1.1 and
+// h2c. Either certFile and keyFile, or selfSigned: true for a pair
+// generated at start (hosts: extra names or addresses for it, beside the
+// listen address). Certificates are read once, at start.
+type ServerTLS struct {
+	CertFile   string   `json:"certFile,omitempty"`
+	KeyFile    string   `json:"keyFile,omitempty"`
+	SelfSigned bool     `json:"selfSigned,omitempty"`
+	Hosts      []string `json:"hosts,omitempty"`
+}
+
+func (c *Agent) setHTTP2Defaults() {
+	if c.Probing.HTTP2.DeadAfter == 0 {
+		c.Probing.HTTP2.DeadAfter = DefaultDeadAfter
+	}
+	for i := range c.Targets {
+		if c.Targets[i].HTTP2 == "" {
+			c.Targets[i].HTTP2 = DefaultHTTP2(c.Targets[i].Class)
+		}
+	}
+}
+
+// validateHTTP2 checks the tls block, probing.http2 and the targets'
+// HTTP/2 fields. It reads the certificate and CA files, so that --check
+// reports a missing or unreadable one.
+func (c *Agent) validateHTTP2(bad func(field, format string, args ...any)) {
+	if d := c.Probing.HTTP2.DeadAfter; d < 1 || d > maxDeadAfter {
+		bad("probing.http2.deadAfter", "%d not in 1..%d", d, maxDeadAfter)
+	}
+	if s := c.TLS; s != nil {
+		switch {
+		case s.SelfSigned && (s.CertFile != "" || s.KeyFile != ""):
+			bad("tls", "set certFile and keyFile, or selfSigned: true, not both")
+		case s.SelfSigned:
+		case s.CertFile == "" && s.KeyFile == "":
+			bad("tls", "set certFile and keyFile, or selfSigned: true for a generated pair")
+		case s.CertFile == "":
+			bad("tls.certFile", "required with tls.keyFile")
+		case s.KeyFile == "":
+			bad("tls.keyFile", "required with tls.certFile")
+		default:
+			if _, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile); err != nil {
+				bad("tls.certFile", "%s with keyFile %s: %v", s.CertFile, s.KeyFile, err)
+			}
+		}
+		if len(s.Hosts) > 0 && !s.SelfSigned {
+			bad("tls.hosts", "only for selfSigned: true (a certificate file names its own hosts)")
+		}
+		for i, h := range s.Hosts {
+			if h == "" {
+				bad(fmt.Sprintf("tls.hosts[%d]", i), "empty")
+			}
+		}
+	}
+	for i, t := range c.Targets {
+		f := fmt.Sprintf("targets[%d]", i)
+		switch t.HTTP2 {
+		case HTTP2H2C, HTTP2TLS, HTTP2None:
+		default:
+			bad(f+".http2", "%q not one of h2c, tls, none", t.HTTP2)
+			continue
+		}
+		if t.HTTP2 != HTTP2TLS {
+			for _, set := range []struct {
+				field string
+				on    bool
+			}{{"caFile", t.CAFile != ""}, {"serverName", t.ServerName != ""}, {"insecureSkipVerify", t.InsecureSkipVerify}} {
+				if set.on {
+					bad(f+"."+set.field, "needs http2: tls (http2 is %s)", t.HTTP2)
+				}
+			}
+			continue
+		}
+		if t.CAFile != "" && t.InsecureSkipVerify {
+			bad(f+".insecureSkipVerify", "contradicts caFile: set one")
+		}
+		if t.CAFile != "" {
+			if err := checkCAFile(t.CAFile); err != nil {
+				bad(f+".caFile", "%v", err)
+			}
+		}
+	}
+}
+
+// checkCAFile reads a PEM CA bundle as the prober will.
+func checkCAFile(name string) error {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(b) {
+		return fmt.Errorf("%s: no PEM certificate in it", name)
+	}
+	return nil
+}
