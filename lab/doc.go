@@ -30,7 +30,9 @@
 // (net.ipv4.fib_multipath_hash_policy=3 with fields 0x37, not policy 1:
 // see sysctlsFor) with a fixed per-device seed, so a ToR spreads flows
 // over all spines and the same 5-tuple takes the same spine on every
-// connection and every run. Nodes and pods allow unprivileged ICMP echo
+// connection and every run. Routers answer a traceroute from the
+// interface the probe came in on (icmp_errors_use_inbound_ifaddr), so a
+// hop address names the link. Nodes and pods allow unprivileged ICMP echo
 // sockets (net.ipv4.ping_group_range).
 //
 // # Addresses

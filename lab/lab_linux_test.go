@@ -126,6 +126,26 @@ func TestFabric(t *testing.T) {
 		}
 	})
 
+	t.Run("traceroute hops name the link taken", func(t *testing.T) {
+		// TTL 2 expires at the spine the ToR hashed the flow to, TTL 3 at
+		// tor2, which must answer from its interface on that same spine
+		// (icmp_errors_use_inbound_ifaddr), not from the one its ECMP
+		// route back picks. Six probes per router fit the ICMP rate
+		// limit's burst.
+		for port := uint16(43000); port < 43006; port++ {
+			spine := hop(t, n11, n21, port, 2)
+			tor := hop(t, n11, n21, port, 3)
+			s := spine.As4()
+			if f.Hops()[spine.String()] == "" || s[3] != 0 {
+				t.Errorf("port %d ttl 2: answer from %v, want a spine's address toward tor1", port, spine)
+				continue
+			}
+			if want := netip.AddrFrom4([4]byte{198, 18, s[2], 3}); tor != want {
+				t.Errorf("port %d: ttl 2 at %v, ttl 3 answered from %v, want %v (tor2 on the same spine)", port, spine, tor, want)
+			}
+		}
+	})
+
 	t.Run("device loss then clear", func(t *testing.T) {
 		if err := f.Inject(ctx, lab.Fault{Kind: lab.FaultDeviceLoss, Device: "tor1", Permille: 300}); err != nil {
 			t.Fatal(err)

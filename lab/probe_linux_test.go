@@ -88,3 +88,54 @@ func ping(t *testing.T, ns string, targets []netip.Addr, count int, gap, wait ti
 func isTimeout(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded)
 }
+
+// hop sends one UDP probe from host from to host to with source port
+// sport and the given TTL, and returns who answered with ICMP Time
+// Exceeded (the zero Addr if nobody did within 500 ms).
+func hop(t *testing.T, from, to lab.Host, sport uint16, ttl int) netip.Addr {
+	t.Helper()
+	var raw *icmp.PacketConn
+	var udp *net.UDPConn
+	err := lab.Do(from.Namespace, func() (err error) {
+		if raw, err = icmp.ListenPacket("ip4:icmp", "0.0.0.0"); err != nil {
+			return err
+		}
+		udp, err = net.DialUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(from.Addr, sport)),
+			net.UDPAddrFromAddrPort(netip.AddrPortFrom(to.Addr, 33434)))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("probe sockets in %s: %v", from.Name, err)
+	}
+	defer raw.Close()
+	defer udp.Close()
+	if err := ipv4.NewConn(udp).SetTTL(ttl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := udp.Write([]byte("prober-lab")); err != nil {
+		t.Fatal(err)
+	}
+	raw.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	buf := make([]byte, 1500)
+	for {
+		n, peer, err := raw.ReadFrom(buf)
+		if err != nil {
+			return netip.Addr{}
+		}
+		m, err := icmp.ParseMessage(1, buf[:n])
+		if err != nil || m.Type != ipv4.ICMPTypeTimeExceeded {
+			continue
+		}
+		// The quoted datagram: inner IPv4 header, then the UDP header.
+		inner := m.Body.(*icmp.TimeExceeded).Data
+		if len(inner) < 20 {
+			continue
+		}
+		ihl := int(inner[0]&0x0f) * 4
+		if len(inner) < ihl+2 || uint16(inner[ihl])<<8|uint16(inner[ihl+1]) != sport {
+			continue
+		}
+		a, _ := netip.AddrFromSlice(peer.(*net.IPAddr).IP)
+		return a.Unmap()
+	}
+}

@@ -198,6 +198,10 @@ func sysctlsFor(kind string, i int) []sysctl {
 		s = append(s,
 			sysctl{key: "net.ipv4.fib_multipath_hash_policy", value: "3"},
 			sysctl{key: "net.ipv4.fib_multipath_hash_fields", value: "0x0037"},
+			// Answer a traceroute from the interface the probe came in on,
+			// as routers do, not from the one the ECMP route back picks:
+			// the hop address then names the link the probe took.
+			sysctl{key: "net.ipv4.icmp_errors_use_inbound_ifaddr", value: "1"},
 			sysctl{key: "net.ipv4.fib_multipath_hash_seed", value: strconv.Itoa(0x5eed + i), optional: true},
 		)
 	case ClassNode:
