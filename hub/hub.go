@@ -56,9 +56,16 @@ type pull struct {
 // an error, not a memory spike.
 const maxBody = 32 << 20
 
+// Options are the hub's dependencies beyond its config.
+type Options struct {
+	// Transport carries the pulls; nil uses a direct (never proxied)
+	// transport. The lab passes one that dials inside a namespace.
+	Transport http.RoundTripper
+}
+
 // New builds the matrix and opens the listener: a bad config or a taken
 // port fails here, before anything runs.
-func New(cfg *config.Matrix, logger *slog.Logger) (*Hub, error) {
+func New(cfg *config.Matrix, logger *slog.Logger, opts Options) (*Hub, error) {
 	m, err := matrix.New(matrix.Config{
 		GroupBy: cfg.GroupBy, Hops: cfg.Hops, K: cfg.Worst, MaxAge: cfg.Window.D(), Cells: cfg.Cells,
 		Thresholds: matrix.Thresholds{
@@ -73,14 +80,14 @@ func New(cfg *config.Matrix, logger *slog.Logger) (*Hub, error) {
 		cfg: cfg, log: logger, m: m, now: time.Now,
 		reg:   prometheus.NewRegistry(),
 		pulls: map[string]*pull{},
-		client: &http.Client{
-			Timeout: cfg.Timeout.D(),
-			Transport: &http.Transport{
-				Proxy:               nil, // agents are reached directly, never through a proxy
-				MaxIdleConnsPerHost: 1,
-				IdleConnTimeout:     3 * cfg.Interval.D(),
-			},
-		},
+		client: &http.Client{Timeout: cfg.Timeout.D(), Transport: opts.Transport},
+	}
+	if h.client.Transport == nil {
+		h.client.Transport = &http.Transport{
+			Proxy:               nil, // agents are reached directly, never through a proxy
+			MaxIdleConnsPerHost: 1,
+			IdleConnTimeout:     3 * cfg.Interval.D(),
+		}
 	}
 	h.diag.Suspects = []matrix.Suspect{}
 	h.met = newHubMetrics(h.reg, h)

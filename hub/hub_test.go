@@ -63,7 +63,7 @@ func newTestHub(t *testing.T, agents []string, groupBy string) *Hub {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(cfg, slog.New(slog.DiscardHandler))
+	h, err := New(cfg, slog.New(slog.DiscardHandler), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

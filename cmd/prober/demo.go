@@ -21,39 +21,10 @@ import (
 	"github.com/netprober/prober/lab"
 )
 
-// runLabDemo is `prober lab demo`: two nodes in two racks joined through a
-// spine, an agent on each, a healthy window, then random loss on one link,
-// and what the agents measured. (The full fabric demo with the matrix
-// replaces it when the matrix process lands.)
-func runLabDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("lab demo", "[--permille N] [--window D] [--prefix P]", stderr)
-	permille := fs.Int("permille", 200, "random loss to inject on the spine1 -> tor2 link, per mille")
-	window := fs.Duration("window", 5*time.Second, "the agents' sliding window, and how long each phase runs")
-	prefix := fs.String("prefix", "pdemo", "namespace name prefix")
-	if code := parseFlags(fs, args); code >= 0 {
-		return code
-	}
-	if *permille < 1 || *permille > 1000 || *window < time.Second || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "prober lab demo: --permille must be 1..1000 and --window at least 1s; no arguments")
-		return exitUsage
-	}
-	if err := lab.NeedNetAdmin(); err != nil {
-		fmt.Fprintf(stderr, "prober lab demo: %v\n", err)
-		return exitRuntime
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(stderr, "prober lab demo: %v\n", err)
-		return exitRuntime
-	}
-	_, err = pairDemo(ctx, pairDemoOptions{exe: exe, prefix: *prefix, permille: *permille, window: *window, out: stdout})
-	if err != nil {
-		fmt.Fprintf(stderr, "prober lab demo: %v\n", err)
-		return exitRuntime
-	}
-	return exitOK
-}
-
+// pairDemo is issue 2's two-namespace loss demo: two nodes in two racks
+// joined through a spine, an agent on each, a healthy window, then random
+// loss on one link, and what the agents measured. TestNamespaceLoss runs
+// it; `prober lab demo` runs the full fabric (labdemo.go).
 type pairDemoOptions struct {
 	exe      string   // the prober binary the agents run as
 	env      []string // added to the agents' environment
@@ -169,30 +140,36 @@ probing:
 targets:
   - {name: %s, address: %s, class: node, port: 9808, labels: {rack: %s}}
 `, self.Name, self.Addr, self.Rack, self.Zone, o.window, peer.Name, peer.Addr, peer.Rack)
-	path := filepath.Join(dir, self.Name+".yaml")
+	return startLabAgent(ctx, f, o.exe, o.env, dir, self, cfg)
+}
+
+// startLabAgent writes cfg and starts `prober agent` with it inside
+// host's namespace, its log in dir.
+func startLabAgent(ctx context.Context, f *lab.Fabric, exe string, env []string, dir string, host lab.Host, cfg string) (*demoAgent, error) {
+	path := filepath.Join(dir, host.Name+".yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(dir, self.Name+".log")
+	logPath := filepath.Join(dir, host.Name+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close()
-	cmd, err := f.Command(ctx, self.Namespace, o.exe, "agent", "--config", path)
+	cmd, err := f.Command(ctx, host.Namespace, exe, "agent", "--config", path)
 	if err != nil {
 		return nil, err
 	}
-	cmd.Env = append(os.Environ(), o.env...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 5 * time.Second
 	if err := lab.Start(cmd); err != nil {
-		return nil, fmt.Errorf("start agent %s: %w", self.Name, err)
+		return nil, fmt.Errorf("start agent %s: %w", host.Name, err)
 	}
 	return &demoAgent{
-		name: self.Name, url: "http://" + self.Addr.String() + ":9808", log: logPath, cmd: cmd,
-		client: lab.HTTPClient(self.Namespace, 2*time.Second),
+		name: host.Name, url: "http://" + host.Addr.String() + ":9808", log: logPath, cmd: cmd,
+		client: lab.HTTPClient(host.Namespace, 2*time.Second),
 	}, nil
 }
 

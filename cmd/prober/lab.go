@@ -42,8 +42,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "clear":
 		return runLabClear(ctx, args[1:], stdout, stderr, logger)
 	case "demo":
-		fmt.Fprintln(stderr, "prober lab demo: not implemented yet")
-		return exitRuntime
+		return runLabDemo(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "prober lab: unknown subcommand %q\n\n", args[0])
 	labUsage(stderr)

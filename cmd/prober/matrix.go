@@ -43,7 +43,7 @@ func runMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitOK
 	}
 	log := newLogger(cfg.Log, lvl, stderr)
-	h, err := hub.New(cfg, log)
+	h, err := hub.New(cfg, log, hub.Options{})
 	if err != nil {
 		log.Error("matrix start", "err", err)
 		return exitRuntime
