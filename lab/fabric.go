@@ -139,24 +139,17 @@ func (f *Fabric) Namespace(name string) (string, error) {
 	return "", fmt.Errorf("lab %s: no host, router or namespace %q (have %s)", f.Spec.Prefix, name, strings.Join(f.names(), ", "))
 }
 
-func (f *Fabric) namespaces() []string {
-	var all []string
-	for _, r := range f.Routers {
-		all = append(all, r.Namespace)
-	}
-	for _, h := range f.Hosts {
-		all = append(all, h.Namespace)
-	}
-	return all
-}
+func (f *Fabric) namespaces() []string { return f.column(func(name, ns string) string { return ns }) }
+func (f *Fabric) names() []string      { return f.column(func(name, ns string) string { return name }) }
 
-func (f *Fabric) names() []string {
+// column maps every router, then every host, to one string.
+func (f *Fabric) column(pick func(name, ns string) string) []string {
 	var all []string
 	for _, r := range f.Routers {
-		all = append(all, r.Name)
+		all = append(all, pick(r.Name, r.Namespace))
 	}
 	for _, h := range f.Hosts {
-		all = append(all, h.Name)
+		all = append(all, pick(h.Name, h.Namespace))
 	}
 	return all
 }

@@ -89,7 +89,7 @@ func TestFabric(t *testing.T) {
 		read := map[string]func() map[uint16]uint64{}
 		for _, s := range []string{"spine1", "spine2", "spine3"} {
 			ns, _ := f.Namespace(s)
-			read[s] = counters(t, ns, sports)
+			read[s] = labtest.SourcePortCounters(t, ns, sports)
 		}
 		// Each 5-tuple twice, as two connections: a switch hashes headers,
 		// so the second must take the first one's spine.
