@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -443,5 +444,29 @@ func TestDown(t *testing.T) {
 	}
 	if err := lab.Do(prefix+"-n11", func() error { return nil }); err == nil {
 		t.Errorf("Do in a removed namespace succeeded")
+	}
+}
+
+func TestLBPorts(t *testing.T) {
+	f := labtest.Up(t, lab.Spec{Spines: 1, Racks: 1, NodesPerRack: 2, PodsPerNode: -1, LB: true, LBPorts: []uint16{8080}})
+	n11, _ := f.Host("n11")
+	for _, n := range f.Nodes() {
+		listen(t, n.Namespace, netip.AddrPortFrom(n.Addr, 8080))
+		listen(t, n.Namespace, netip.AddrPortFrom(n.Addr, 8081))
+	}
+	c, err := dial(n11.Namespace, netip.AddrPort{}, netip.AddrPortFrom(f.VIP, 8080), 2*time.Second)
+	if err != nil {
+		t.Fatalf("VIP:8080, a balanced port: %v", err)
+	}
+	if err := roundTrip(c, "hello", 2*time.Second); err != nil {
+		t.Errorf("VIP:8080: %v", err)
+	}
+	abort(c)
+	// 8081 is not balanced: the LB itself owns the VIP and refuses.
+	if c, err := dial(n11.Namespace, netip.AddrPort{}, netip.AddrPortFrom(f.VIP, 8081), 2*time.Second); err == nil {
+		abort(c)
+		t.Errorf("VIP:8081 connected, want refused (only 8080 is balanced)")
+	} else if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("VIP:8081: %v, want connection refused", err)
 	}
 }
