@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -101,26 +100,10 @@ const (
 
 // LoadAgent reads, defaults and validates an agent configuration file.
 // Every problem is reported, each prefixed with the file name.
-func LoadAgent(path string) (*Agent, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return ParseAgent(path, b)
-}
+func LoadAgent(path string) (*Agent, error) { return load[Agent](path) }
 
 // ParseAgent is LoadAgent on bytes; name prefixes the error messages.
-func ParseAgent(name string, b []byte) (*Agent, error) {
-	var c Agent
-	if err := decodeStrict(b, &c); err != nil {
-		return nil, prefixErrors(name, err)
-	}
-	c.SetDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, prefixErrors(name, err)
-	}
-	return &c, nil
-}
+func ParseAgent(name string, b []byte) (*Agent, error) { return parse[Agent](name, b) }
 
 // SetDefaults fills every unset field.
 func (c *Agent) SetDefaults() {

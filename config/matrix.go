@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
-	"os"
 	"time"
 )
 
@@ -50,26 +49,10 @@ type MatrixThresholds struct {
 }
 
 // LoadMatrix reads, defaults and validates a matrix configuration file.
-func LoadMatrix(path string) (*Matrix, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return ParseMatrix(path, b)
-}
+func LoadMatrix(path string) (*Matrix, error) { return load[Matrix](path) }
 
 // ParseMatrix is LoadMatrix on bytes; name prefixes the error messages.
-func ParseMatrix(name string, b []byte) (*Matrix, error) {
-	var c Matrix
-	if err := decodeStrict(b, &c); err != nil {
-		return nil, prefixErrors(name, err)
-	}
-	c.SetDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, prefixErrors(name, err)
-	}
-	return &c, nil
-}
+func ParseMatrix(name string, b []byte) (*Matrix, error) { return parse[Matrix](name, b) }
 
 // SetDefaults fills every unset field.
 func (c *Matrix) SetDefaults() {

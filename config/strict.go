@@ -4,12 +4,43 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"sort"
 	"strings"
 
 	"sigs.k8s.io/yaml"
 )
+
+// file is a configuration: defaults, then validation.
+type file[T any] interface {
+	*T
+	SetDefaults()
+	Validate() error
+}
+
+// load reads path and parses it as a T.
+func load[T any, P file[T]](path string) (*T, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parse[T, P](path, b)
+}
+
+// parse decodes b strictly, sets defaults and validates; every problem is
+// reported at once, each prefixed with name.
+func parse[T any, P file[T]](name string, b []byte) (*T, error) {
+	var c T
+	if err := decodeStrict(b, &c); err != nil {
+		return nil, prefixErrors(name, err)
+	}
+	P(&c).SetDefaults()
+	if err := P(&c).Validate(); err != nil {
+		return nil, prefixErrors(name, err)
+	}
+	return &c, nil
+}
 
 // decodeStrict decodes YAML into v, rejecting duplicate and unknown keys.
 // Unlike the library's own strict mode it names every unknown key with its
