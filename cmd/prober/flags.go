@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 )
 
 // newFlagSet returns a FlagSet that reports errors and usage on stderr and
@@ -31,4 +32,43 @@ func parseFlags(fs *flag.FlagSet, args []string) int {
 	default:
 		return exitUsage
 	}
+}
+
+// configCommand is what the long-running subcommands (agent, matrix) take:
+// a config file, --check, --log-level.
+type configCommand struct {
+	path  string
+	check bool
+	level slog.Level
+}
+
+// parseConfigCommand parses a long-running subcommand's flags; code >= 0
+// means exit with it. extra may add flags to fs before parsing.
+func parseConfigCommand(name, doc string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (c configCommand, code int) {
+	fs := newFlagSet(name, "--config FILE [--check] [--log-level LEVEL]", stderr)
+	path := fs.String("config", "", name+" configuration file (YAML; see "+doc+")")
+	check := fs.Bool("check", false, "validate the configuration and exit")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if extra != nil {
+		extra(fs)
+	}
+	if code := parseFlags(fs, args); code >= 0 {
+		return c, code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "prober %s: unexpected argument %q\n", name, fs.Arg(0))
+		fs.Usage()
+		return c, exitUsage
+	}
+	if *path == "" {
+		fmt.Fprintf(stderr, "prober %s: --config is required\n", name)
+		fs.Usage()
+		return c, exitUsage
+	}
+	if err := c.level.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(stderr, "prober %s: --log-level %q not one of debug, info, warn, error\n", name, *level)
+		return c, exitUsage
+	}
+	c.path, c.check = *path, *check
+	return c, -1
 }
