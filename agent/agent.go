@@ -48,6 +48,7 @@ type Agent struct {
 	m       *metrics
 	icmp    *probe.ICMP
 	syn     *probe.TCPSYN
+	paths   *paths // nil when tracing is off (paths.go)
 	limiter *rate.Limiter
 	sem     chan struct{} // bounds probes in flight
 	ln      net.Listener
@@ -97,6 +98,9 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 		unmatched[probe.ProtocolTCPSYN] = &a.syn.Unmatched
 	}
 	a.reg.MustRegister(newUnmatchedCollector(unmatched))
+	if a.paths, err = newPaths(a); err != nil {
+		return nil, err
+	}
 	if a.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
@@ -119,6 +123,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.syn != nil {
 		g.Go(func() error { return a.syn.Run(gctx) })
+	}
+	if a.paths != nil {
+		g.Go(func() error { return a.paths.run(gctx) })
 	}
 	g.Go(func() error {
 		if err := a.srv.Serve(a.ln); !errors.Is(err, http.ErrServerClosed) {
@@ -154,6 +161,7 @@ func (a *Agent) closeEngines() {
 	if a.syn != nil {
 		a.syn.Close()
 	}
+	a.paths.close()
 	if a.ln != nil {
 		a.ln.Close()
 	}

@@ -82,7 +82,7 @@ func (a *Agent) Observations() api.Observations {
 				p.Lost += st.Lost
 				p.Errors += st.Errors
 				if proto == probe.ProtocolTCPSYN {
-					p.Flows = append(p.Flows, api.Flow{SourcePort: t.ports[i], Stats: st})
+					p.Flows = append(p.Flows, api.Flow{SourcePort: t.ports[i], Stats: st, Path: a.paths.flowPath(t.Name, t.ports[i], now)})
 				} else {
 					p.LastResult = st.LastResult
 				}

@@ -182,6 +182,7 @@ func (a *Agent) record(t *target, proto probe.Protocol, flow int, r probe.Result
 	ps.flows[flow].add(a.now(), r)
 	t.mu.Unlock()
 	a.m.record(ps.series, proto, r)
+	a.paths.lost(t, proto, flow, r)
 	if r.Outcome == probe.LocalError {
 		a.log.Debug("probe error", "peer", t.Name, "protocol", string(proto), "reason", r.Reason, "err", r.Err)
 	}

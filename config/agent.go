@@ -60,6 +60,8 @@ type Probing struct {
 	SourcePortBase int `json:"sourcePortBase,omitempty"`
 	// HTTP2 configures http2_ping.
 	HTTP2 HTTP2Probing `json:"http2"`
+	// Trace configures the traceroutes of tcp_syn flows (config/trace.go).
+	Trace TraceProbing `json:"trace"`
 }
 
 // Metrics configures the Prometheus exposition.
@@ -145,6 +147,7 @@ func (c *Agent) SetDefaults() {
 		}
 	}
 	c.setHTTP2Defaults()
+	c.setTraceDefaults()
 }
 
 // Validate reports every problem in the configuration, joined.
@@ -227,6 +230,7 @@ func (c *Agent) Validate() error {
 		}
 	}
 	c.validateHTTP2(bad)
+	c.validateTrace(bad)
 	return errors.Join(errs...)
 }
 

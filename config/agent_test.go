@@ -84,6 +84,7 @@ func TestBadConfigs(t *testing.T) {
 		"window-short":            {"probing.window"},
 		"wrong-type":              {"probing.flows", "number"},
 		"empty":                   {"empty"},
+		"bad-trace":               {"probing.trace.interval", "probing.trace.budgetPerMinute", "probing.trace.maxTTL"},
 		"http2-mode":              {"targets[0].http2", `"h3"`, "h2c, tls, none"},
 		"cafile-missing":          {"targets[0].caFile", "/nonexistent/ca.pem"},
 		"cafile-not-pem":          {"targets[0].caFile", "no PEM certificate"},

@@ -2,12 +2,172 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/netprober/prober/probe"
 )
 
-// runTrace is a placeholder until its issue lands.
+const traceSynopsis = "[--flows N] [--port P] [--probes K] [--max-ttl T] [--json] [--source ADDR] HOST"
+
+// runTrace is `prober trace`: a one-shot multipath TCP SYN traceroute.
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "prober trace: not implemented yet")
-	return exitRuntime
+	fs := newFlagSet("trace", traceSynopsis, stderr)
+	flows := fs.Int("flows", 16, "flows (source ports) to trace, 1..256")
+	port := fs.Int("port", 80, "destination TCP port")
+	probes := fs.Int("probes", probe.DefaultTraceProbes, "probes per hop and flow, 1..100")
+	maxTTL := fs.Int("max-ttl", probe.DefaultTraceMaxTTL, "last TTL tried, 1..64")
+	retries := fs.Int("retries", 2, "extra rounds, a second apart, for hops that stayed silent (routers rate-limit ICMP)")
+	rate := fs.Float64("rate", probe.DefaultTraceRate, "probes per second, all flows together")
+	timeout := fs.Duration("timeout", probe.DefaultTraceTimeout, "how long an answer may take")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	source := fs.String("source", "", "source address (default: the one routing picks for HOST)")
+	sportBase := fs.Int("sport-base", 64000, "first source port to reserve; ports in use are skipped")
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	var errs []string
+	if fs.NArg() != 1 {
+		errs = append(errs, "exactly one HOST is required")
+	}
+	if *flows < 1 || *flows > 256 {
+		errs = append(errs, fmt.Sprintf("--flows: %d not in 1..256", *flows))
+	}
+	if *port < 1 || *port > 65535 {
+		errs = append(errs, fmt.Sprintf("--port: %d not in 1..65535", *port))
+	}
+	if *sportBase < 1024 || *sportBase+2*(*flows) > 65536 {
+		errs = append(errs, fmt.Sprintf("--sport-base: %d leaves no room for %d source ports below 65536", *sportBase, *flows))
+	}
+	if *probes < 1 || *maxTTL < 1 || *rate <= 0 || *timeout <= 0 {
+		errs = append(errs, "--probes, --max-ttl, --rate and --timeout must be positive")
+	}
+	cfg := probe.TraceConfig{MaxTTL: *maxTTL, Probes: *probes, Retries: *retries, Rate: *rate, Timeout: *timeout, Concurrency: *flows}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			errs = append(errs, "--"+line)
+		}
+	}
+	var src netip.Addr
+	if *source != "" {
+		a, err := netip.ParseAddr(*source)
+		if err != nil || !a.Is4() {
+			errs = append(errs, fmt.Sprintf("--source: %q is not an IPv4 address", *source))
+		}
+		src = a
+	}
+	if len(errs) > 0 {
+		for _, e := range errs {
+			fmt.Fprintf(stderr, "prober trace: %s\n", e)
+		}
+		fs.Usage()
+		return exitUsage
+	}
+
+	host := fs.Arg(0)
+	dst, err := resolve(ctx, host)
+	if err != nil {
+		fmt.Fprintf(stderr, "prober trace: %v\n", err)
+		return exitRuntime
+	}
+	if !src.IsValid() {
+		if src, err = sourceFor(dst); err != nil {
+			fmt.Fprintf(stderr, "prober trace: no route to %s: %v\n", dst, err)
+			return exitRuntime
+		}
+	}
+	tr, err := probe.NewStandaloneTracer(probe.StandaloneConfig{Source: src, PortBase: uint16(*sportBase), Flows: *flows})
+	if err != nil {
+		fmt.Fprintf(stderr, "prober trace: %v\n", err)
+		return exitRuntime
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- tr.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	sports, err := tr.Ports(*flows)
+	if err != nil {
+		fmt.Fprintf(stderr, "prober trace: %v\n", err)
+		return exitRuntime
+	}
+
+	start := time.Now()
+	stopProgress := progress(stderr, fmt.Sprintf("tracing %d flows to %s:%d", *flows, dst, *port), start)
+	fts, err := tr.Trace(ctx, probe.Target{Addr: dst, Port: uint16(*port)}, sports, cfg)
+	stopProgress()
+	if err != nil {
+		fmt.Fprintf(stderr, "prober trace: %v\n", err)
+		return exitRuntime
+	}
+	rep := newTraceReport(host, dst, src, uint16(*port), cfg, fts, time.Since(start))
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "prober trace: %v\n", err)
+			return exitRuntime
+		}
+		return exitOK
+	}
+	rep.print(stdout)
+	return exitOK
+}
+
+func resolve(ctx context.Context, host string) (netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		if !a.Is4() {
+			return netip.Addr{}, fmt.Errorf("host %s: only IPv4 is supported", host)
+		}
+		return a, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(rctx, "ip4", host)
+	if err != nil || len(addrs) == 0 {
+		return netip.Addr{}, fmt.Errorf("cannot resolve host %q to an IPv4 address: %v", host, err)
+	}
+	return addrs[0].Unmap(), nil
+}
+
+// sourceFor asks the kernel which source address it would use towards
+// dst: connecting a UDP socket sends nothing.
+func sourceFor(dst netip.Addr) (netip.Addr, error) {
+	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 9)))
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
+}
+
+// progress prints what is going on to w once a second, after the first
+// second, until stopped.
+func progress(w io.Writer, what string, start time.Time) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		printed := false
+		for {
+			select {
+			case <-done:
+				if printed {
+					fmt.Fprintln(w)
+				}
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "\r%s... %ds", what, int(time.Since(start).Seconds()))
+				printed = true
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }

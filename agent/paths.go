@@ -1,0 +1,246 @@
+package agent
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/config"
+	"github.com/netprober/prober/probe"
+)
+
+// Why a flow is traced: the reason label of prober_traceroutes_total.
+const (
+	traceNew      = "new"      // never traced
+	tracePeriodic = "periodic" // its path is older than probing.trace.interval
+	traceLoss     = "loss"     // it lost a probe since its last trace (007)
+)
+
+// lossRetrace is the least time between two loss-triggered traces of one
+// flow: a flow that keeps losing is re-traced, but not at probe rate.
+const lossRetrace = 30 * time.Second
+
+// paths keeps the traced path of every (target, tcp_syn flow): each flow
+// is traced when it appears, again every probing.trace.interval, and at
+// once when it loses a probe, as 007 traces a flow on retransmission. All
+// traces draw from one token bucket of probing.trace.budgetPerMinute, loss
+// first, so the switches' ICMP engines see a bounded load from each agent.
+// A trace uses the flow's own source port on the tcp_syn engine, so it
+// follows the flow's ECMP path.
+type paths struct {
+	a       *Agent
+	tr      *probe.Tracer
+	cfg     config.TraceProbing
+	traces  *prometheus.CounterVec
+	changes prometheus.Counter
+
+	mu     sync.Mutex
+	flows  map[flowKey]*flowPath
+	lossy  map[flowKey]bool // lost a probe since the last trace
+	tokens float64
+	filled time.Time
+}
+
+type flowKey struct {
+	target string
+	sport  uint16
+}
+
+type flowPath struct {
+	addr     netip.Addr // the target's address when traced
+	hops     []string
+	hash     string
+	suspect  int
+	tracedAt time.Time
+}
+
+// newPaths opens the tracer's ICMP socket; nil when tracing is off or
+// tcp_syn is not probed.
+func newPaths(a *Agent) (*paths, error) {
+	cfg := a.cfg.Probing.Trace
+	if a.syn == nil || !cfg.On() {
+		return nil, nil
+	}
+	tr, err := probe.NewTracer(a.syn, a.log)
+	if err != nil {
+		return nil, err
+	}
+	f := promauto.With(a.reg)
+	return &paths{
+		a: a, tr: tr, cfg: cfg,
+		traces: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "prober_traceroutes_total",
+			Help: "Flow traceroutes started, by reason: new, periodic, loss.",
+		}, []string{"reason"}),
+		changes: f.NewCounter(prometheus.CounterOpts{
+			Name: "prober_path_changes_total",
+			Help: "Traced flows whose path differed from their previous trace.",
+		}),
+		flows:  map[flowKey]*flowPath{},
+		lossy:  map[flowKey]bool{},
+		tokens: float64(cfg.BudgetPerMinute),
+		filled: a.now(),
+	}, nil
+}
+
+func (p *paths) close() {
+	if p != nil {
+		p.tr.Close()
+	}
+}
+
+// run reads the tracer's ICMP socket and traces flows as they fall due,
+// until ctx is cancelled.
+func (p *paths) run(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- p.tr.Run(ctx) }()
+	for _, r := range []string{traceNew, tracePeriodic, traceLoss} {
+		p.traces.WithLabelValues(r)
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return <-done
+		case <-t.C:
+			p.tick(ctx)
+		}
+	}
+}
+
+// lost notes that a flow lost a probe: it is traced at the next tick.
+func (p *paths) lost(t *target, proto probe.Protocol, flow int, r probe.Result) {
+	if p == nil || proto != probe.ProtocolTCPSYN || r.Outcome != probe.Lost || flow >= len(t.ports) {
+		return
+	}
+	p.mu.Lock()
+	p.lossy[flowKey{t.Name, t.ports[flow]}] = true
+	p.mu.Unlock()
+}
+
+type traceJob struct {
+	key    flowKey
+	target probe.Target
+	reason string
+	age    time.Time
+}
+
+// tick traces the flows that are due, as far as the budget allows.
+func (p *paths) tick(ctx context.Context) {
+	now := p.a.now()
+	var jobs []traceJob
+	live := map[flowKey]bool{}
+	p.a.mu.Lock()
+	p.mu.Lock()
+	for _, t := range p.a.targets {
+		for _, sport := range t.ports {
+			k := flowKey{t.Name, sport}
+			live[k] = true
+			fp := p.flows[k]
+			job := traceJob{key: k, target: probe.Target{Addr: t.Addr, Port: t.Port}}
+			switch {
+			case fp == nil || fp.addr != t.Addr:
+				job.reason = traceNew
+			case p.lossy[k] && now.Sub(fp.tracedAt) >= lossRetrace:
+				job.reason = traceLoss
+			case now.Sub(fp.tracedAt) >= p.cfg.Interval.D():
+				job.reason, job.age = tracePeriodic, fp.tracedAt
+			default:
+				continue
+			}
+			jobs = append(jobs, job)
+		}
+	}
+	for k := range p.flows {
+		if !live[k] {
+			delete(p.flows, k)
+		}
+	}
+	for k := range p.lossy {
+		if !live[k] {
+			delete(p.lossy, k)
+		}
+	}
+	// Refill the bucket: budgetPerMinute per minute, at most one minute's.
+	budget := float64(p.cfg.BudgetPerMinute)
+	p.tokens = min(budget, p.tokens+now.Sub(p.filled).Minutes()*budget)
+	p.filled = now
+	p.mu.Unlock()
+	p.a.mu.Unlock()
+
+	rank := map[string]int{traceLoss: 0, traceNew: 1, tracePeriodic: 2}
+	slices.SortStableFunc(jobs, func(x, y traceJob) int {
+		if d := rank[x.reason] - rank[y.reason]; d != 0 {
+			return d
+		}
+		return x.age.Compare(y.age)
+	})
+	for _, j := range jobs {
+		p.mu.Lock()
+		ok := p.tokens >= 1
+		if ok {
+			p.tokens--
+		}
+		p.mu.Unlock()
+		if !ok || ctx.Err() != nil {
+			return
+		}
+		p.trace(ctx, j)
+	}
+}
+
+// trace traces one flow and keeps its path.
+func (p *paths) trace(ctx context.Context, j traceJob) {
+	p.traces.WithLabelValues(j.reason).Inc()
+	fts, err := p.tr.Trace(ctx, j.target, []uint16{j.key.sport}, probe.TraceConfig{
+		MaxTTL: p.cfg.MaxTTL, Probes: p.cfg.Probes, Timeout: p.a.cfg.Probing.Timeout.D(), Concurrency: 1,
+	})
+	if err != nil || len(fts) != 1 {
+		if ctx.Err() == nil {
+			p.a.log.Debug("trace", "peer", j.key.target, "source_port", j.key.sport, "err", err)
+		}
+		return
+	}
+	ft := fts[0]
+	hops := ft.Path()
+	now := p.a.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.lossy, j.key)
+	prev := p.flows[j.key]
+	if prev != nil && prev.addr == j.target.Addr {
+		if !probe.SamePath(prev.hops, hops) {
+			p.changes.Inc()
+			p.a.log.Info("path changed", "peer", j.key.target, "source_port", j.key.sport, "from", prev.hops, "to", hops)
+		}
+		hops = probe.MergePath(prev.hops, hops)
+	}
+	p.flows[j.key] = &flowPath{
+		addr: j.target.Addr, hops: hops, hash: probe.PathHash(hops),
+		suspect: ft.Loss(probe.DefaultNoise).SuspectHop, tracedAt: now,
+	}
+}
+
+// flowPath returns the API view of a flow's last traced path, or nil.
+func (p *paths) flowPath(target string, sport uint16, now time.Time) *api.FlowPath {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fp := p.flows[flowKey{target, sport}]
+	if fp == nil {
+		return nil
+	}
+	return &api.FlowPath{
+		Hops: slices.Clone(fp.hops), Hash: fp.hash, TracedAt: fp.tracedAt,
+		AgeSeconds: now.Sub(fp.tracedAt).Seconds(), SuspectHop: fp.suspect,
+	}
+}

@@ -1,0 +1,69 @@
+package agent
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netprober/prober/api"
+)
+
+// TestAgentTracesFlows: with tracing on, every tcp_syn flow of a loopback
+// target gets a path (reason new) in the observations, within the budget.
+func TestAgentTracesFlows(t *testing.T) {
+	needRoot(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	a, base := loopbackAgent(t, `
+name: lo1
+class: pod
+listen: 127.0.0.1:0
+probing:
+  interval: 100ms
+  timeout: 500ms
+  window: 10s
+  flows: 3
+  sourcePortBase: 62300
+  maxTargets: 2
+  protocols: [tcp_syn]
+  trace: {budgetPerMinute: 60, maxTTL: 4}
+targets:
+  - {name: up, address: 127.0.0.1, class: node, port: `+itoa(port)+`}
+`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		obs := a.Observations()
+		traced := 0
+		for _, f := range flowsOf(obs) {
+			if f.Path != nil {
+				traced++
+				if len(f.Path.Hops) != 1 || f.Path.Hops[0] != "127.0.0.1" || f.Path.Hash == "" || f.Path.SuspectHop != -1 {
+					t.Fatalf("flow %d path %+v, want the one hop 127.0.0.1", f.SourcePort, f.Path)
+				}
+			}
+		}
+		if traced == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 3 flows traced after 10s", traced)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	metrics := get(t, base+"/metrics")
+	if !strings.Contains(metrics, `prober_traceroutes_total{reason="new"} 3`) || !strings.Contains(metrics, "prober_path_changes_total 0") {
+		t.Errorf("metrics:\n%s", grep(metrics, "prober_traceroutes_total"))
+	}
+}
+
+func flowsOf(obs api.Observations) []api.Flow {
+	if len(obs.Targets) == 0 || len(obs.Targets[0].Protocols) == 0 {
+		return nil
+	}
+	return obs.Targets[0].Protocols[0].Flows
+}
