@@ -1,0 +1,138 @@
+package peers
+
+import (
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// nodePeer is the peer of a Ready Node with an IPv4 InternalIP. A NotReady
+// or deleted Node is no peer: probing it would count the node's own
+// outage (a reboot, a drain) as network loss.
+func nodePeer(n *corev1.Node, rackLabel string, port uint16) (Peer, bool) {
+	if n.DeletionTimestamp != nil || !nodeReady(n) {
+		return Peer{}, false
+	}
+	addr, ok := internalIP(n)
+	if !ok {
+		return Peer{}, false
+	}
+	return Peer{
+		Name: n.Name, Class: ClassNode, Addr: addr, Port: port,
+		Labels:        topology(n, rackLabel),
+		Unschedulable: n.Spec.Unschedulable,
+	}, true
+}
+
+// podPeer is the peer of a Running, Ready agent Pod with an IPv4 PodIP
+// that is not terminating. A terminating or NotReady pod leaves at once, so
+// its going away is never counted as loss. node is the pod's Node when the
+// cache has it, for the zone and rack labels.
+func podPeer(p *corev1.Pod, node *corev1.Node, rackLabel string, port uint16) (Peer, bool) {
+	if !podServing(p) {
+		return Peer{}, false
+	}
+	addr, err := netip.ParseAddr(p.Status.PodIP)
+	if err != nil || !addr.Is4() {
+		return Peer{}, false
+	}
+	labels := map[string]string{LabelNode: p.Spec.NodeName}
+	if node != nil {
+		labels = topology(node, rackLabel)
+	}
+	return Peer{Name: p.Name, Class: ClassPod, Addr: addr, Port: port, Labels: labels, Agent: true}, true
+}
+
+// podServing: Running, Ready, scheduled, not being deleted.
+func podServing(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Spec.NodeName == "" {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// internalIP is the Node's first IPv4 InternalIP: the agents probe over
+// IPv4 only for now.
+func internalIP(n *corev1.Node) (netip.Addr, bool) {
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() {
+			return ip, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+func topology(n *corev1.Node, rackLabel string) map[string]string {
+	l := map[string]string{LabelNode: n.Name}
+	if z := n.Labels[ZoneLabel]; z != "" {
+		l[LabelZone] = z
+	}
+	if rackLabel != "" {
+		if r := n.Labels[rackLabel]; r != "" {
+			l[LabelRack] = r
+		}
+	}
+	return l
+}
+
+// apiServerPeer is the kubernetes Service in default: its ClusterIP on the
+// https port, the path every pod's API calls take through kube-proxy.
+func apiServerPeer(s *corev1.Service) (Peer, bool) {
+	addr, err := netip.ParseAddr(s.Spec.ClusterIP)
+	if err != nil || !addr.Is4() {
+		return Peer{}, false
+	}
+	port := uint16(443)
+	for _, p := range s.Spec.Ports {
+		if p.Name == "https" {
+			port = uint16(p.Port)
+		}
+	}
+	return Peer{Name: s.Namespace + "/" + s.Name, Class: ClassLB, Addr: addr, Port: port}, true
+}
+
+// lbPeers are the IPv4 ingress IPs of a LoadBalancer Service annotated
+// prober.netprober.io/probe: "true", each on the Service's first TCP port.
+// Hostname-only ingresses (some clouds) have no IP to probe and are left
+// out.
+func lbPeers(s *corev1.Service) []Peer {
+	if s.Spec.Type != corev1.ServiceTypeLoadBalancer || s.Annotations[ProbeAnnotation] != "true" {
+		return nil
+	}
+	var port uint16
+	for _, p := range s.Spec.Ports {
+		if p.Protocol == corev1.ProtocolTCP || p.Protocol == "" {
+			port = uint16(p.Port)
+			break
+		}
+	}
+	if port == 0 {
+		return nil
+	}
+	var out []Peer
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		addr, err := netip.ParseAddr(in.IP)
+		if err != nil || !addr.Is4() {
+			continue
+		}
+		out = append(out, Peer{Name: s.Namespace + "/" + s.Name + "@" + addr.String(), Class: ClassLB, Addr: addr, Port: port})
+	}
+	return out
+}

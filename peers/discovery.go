@@ -1,0 +1,244 @@
+package peers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Config says what to discover.
+type Config struct {
+	// Namespace holds the agent Pods of both DaemonSets.
+	Namespace string
+	// NodeAgentSelector and PodAgentSelector are label selectors for the
+	// Pods of the node (hostNetwork) and pod DaemonSets.
+	NodeAgentSelector string
+	PodAgentSelector  string
+	// RackLabel is the Node label key naming its rack or ToR; empty for
+	// none.
+	RackLabel string
+	// AgentPort is where node and pod peers are probed: the agents' port.
+	AgentPort uint16
+	// APIServerLB is the external API server address kubelets use, if
+	// any; it becomes the lb peer "apiserver-lb".
+	APIServerLB netip.AddrPort
+	// Settle is how long a change waits for more before a snapshot is
+	// built, so 100 Nodes joining give one snapshot, not 100. Default 1s.
+	Settle time.Duration
+}
+
+// DefaultSettle is Config.Settle's default.
+const DefaultSettle = time.Second
+
+// APIServerLBName is the name of the configured external API server peer.
+const APIServerLBName = "apiserver-lb"
+
+// Discovery watches the cluster and emits peer snapshots.
+type Discovery struct {
+	client  kubernetes.Interface
+	cfg     Config
+	log     *slog.Logger
+	changed chan struct{}
+}
+
+// New checks cfg; nothing talks to the API server before Run.
+func New(client kubernetes.Interface, cfg Config, logger *slog.Logger) (*Discovery, error) {
+	var errs []error
+	for _, s := range []struct{ field, sel string }{
+		{"nodeAgentSelector", cfg.NodeAgentSelector}, {"podAgentSelector", cfg.PodAgentSelector},
+	} {
+		if s.sel == "" {
+			errs = append(errs, fmt.Errorf("kubernetes.%s: required", s.field))
+		} else if _, err := labels.Parse(s.sel); err != nil {
+			errs = append(errs, fmt.Errorf("kubernetes.%s: %q is not a label selector: %w", s.field, s.sel, err))
+		}
+	}
+	if cfg.Namespace == "" {
+		errs = append(errs, errors.New("kubernetes.namespace: required"))
+	}
+	if cfg.AgentPort == 0 {
+		errs = append(errs, errors.New("kubernetes.agentPort: required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if cfg.Settle <= 0 {
+		cfg.Settle = DefaultSettle
+	}
+	return &Discovery{client: client, cfg: cfg, log: logger, changed: make(chan struct{}, 1)}, nil
+}
+
+// listers are the caches a snapshot is built from.
+type listers struct {
+	nodes     listersv1.NodeLister
+	nodePods  listersv1.PodLister // the node DaemonSet's pods
+	podPods   listersv1.PodLister // the pod DaemonSet's pods
+	services  listersv1.ServiceLister
+	rackLabel string
+	port      uint16
+	lb        netip.AddrPort
+}
+
+// Run starts the informers, waits for their caches, then calls emit with
+// the first snapshot and again after every change that alters it, from
+// this goroutine, until ctx is cancelled. It returns ctx.Err() if ctx ends
+// before the caches sync, and nil on cancel afterwards.
+func (d *Discovery) Run(ctx context.Context, emit func([]Peer)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	opts := []informers.SharedInformerOption{informers.WithTransform(transform(d.cfg.RackLabel))}
+	cluster := informers.NewSharedInformerFactoryWithOptions(d.client, 0, opts...)
+	// Shutdown waits for the informers' goroutines, which end when ctx is
+	// cancelled: the deferred cancel runs first.
+	defer cluster.Shutdown()
+	podFactory := func(selector string) informers.SharedInformerFactory {
+		return informers.NewSharedInformerFactoryWithOptions(d.client, 0, append(opts,
+			informers.WithNamespace(d.cfg.Namespace),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))...)
+	}
+	nodeAgents := podFactory(d.cfg.NodeAgentSelector)
+	defer nodeAgents.Shutdown()
+	podAgents := podFactory(d.cfg.PodAgentSelector)
+	defer podAgents.Shutdown()
+	defer cancel()
+
+	nodes := cluster.Core().V1().Nodes()
+	services := cluster.Core().V1().Services()
+	nodePods := nodeAgents.Core().V1().Pods()
+	podPods := podAgents.Core().V1().Pods()
+	for _, inf := range []cache.SharedIndexInformer{nodes.Informer(), services.Informer(), nodePods.Informer(), podPods.Informer()} {
+		if _, err := inf.AddEventHandler(d.handler()); err != nil {
+			return fmt.Errorf("peers: add event handler: %w", err)
+		}
+	}
+	l := listers{
+		nodes: nodes.Lister(), nodePods: nodePods.Lister(), podPods: podPods.Lister(), services: services.Lister(),
+		rackLabel: d.cfg.RackLabel, port: d.cfg.AgentPort, lb: d.cfg.APIServerLB,
+	}
+	for _, f := range []informers.SharedInformerFactory{cluster, nodeAgents, podAgents} {
+		f.Start(ctx.Done())
+	}
+	start := time.Now()
+	for _, f := range []informers.SharedInformerFactory{cluster, nodeAgents, podAgents} {
+		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("peers: %v cache not synced: %w", typ, ctx.Err())
+			}
+		}
+	}
+	d.log.Info("discovery synced", "duration_seconds", time.Since(start).Seconds())
+	select { // the adds of the initial lists are in the first snapshot
+	case <-d.changed:
+	default:
+	}
+	last := l.snapshot()
+	d.log.Info("peers", "count", len(last))
+	emit(last)
+	timer := time.NewTimer(0)
+	<-timer.C
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-d.changed:
+		}
+		timer.Reset(d.cfg.Settle)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		select { // changes during the settle time are in this snapshot
+		case <-d.changed:
+		default:
+		}
+		snap := l.snapshot()
+		if equalSnapshots(snap, last) {
+			continue
+		}
+		d.log.Debug("peers changed", "count", len(snap), "before", len(last))
+		last = snap
+		emit(snap)
+	}
+}
+
+// handler only signals; the work happens in Run's loop, coalesced. A
+// resync or a no-op update with the same ResourceVersion signals nothing.
+func (d *Discovery) handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { d.signal() },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(metav1.Object)
+			n, ok2 := newObj.(metav1.Object)
+			if ok1 && ok2 && o.GetResourceVersion() == n.GetResourceVersion() {
+				return
+			}
+			d.signal()
+		},
+		DeleteFunc: func(any) { d.signal() }, // DeletedFinalStateUnknown too: the snapshot reads the cache
+	}
+}
+
+func (d *Discovery) signal() {
+	select {
+	case d.changed <- struct{}{}:
+	default: // a change is already pending
+	}
+}
+
+// snapshot builds the sorted peer list from the caches. Cached objects are
+// shared: read, never modified.
+func (l *listers) snapshot() []Peer {
+	everything := labels.Everything()
+	nodes, _ := l.nodes.List(everything)
+	byName := make(map[string]*corev1.Node, len(nodes))
+	for _, n := range nodes {
+		byName[n.Name] = n
+	}
+	agents := map[string]bool{}
+	nodePods, _ := l.nodePods.List(everything)
+	for _, p := range nodePods {
+		if podServing(p) {
+			agents[p.Spec.NodeName] = true
+		}
+	}
+	podPods, _ := l.podPods.List(everything)
+	out := make([]Peer, 0, len(nodes)+len(podPods)+2)
+	for _, n := range nodes {
+		if p, ok := nodePeer(n, l.rackLabel, l.port); ok {
+			p.Agent = agents[n.Name]
+			out = append(out, p)
+		}
+	}
+	for _, pod := range podPods {
+		if p, ok := podPeer(pod, byName[pod.Spec.NodeName], l.rackLabel, l.port); ok {
+			out = append(out, p)
+		}
+	}
+	services, _ := l.services.List(everything)
+	for _, s := range services {
+		if s.Namespace == metav1.NamespaceDefault && s.Name == "kubernetes" {
+			if p, ok := apiServerPeer(s); ok {
+				out = append(out, p)
+			}
+			continue
+		}
+		out = append(out, lbPeers(s)...)
+	}
+	if l.lb.IsValid() {
+		out = append(out, Peer{Name: APIServerLBName, Class: ClassLB, Addr: l.lb.Addr(), Port: l.lb.Port()})
+	}
+	sortPeers(out)
+	return out
+}

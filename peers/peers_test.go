@@ -1,0 +1,363 @@
+package peers
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Addresses are RFC 5737: nothing here is dialled.
+
+const (
+	testNS      = "prober"
+	nodeSel     = "app.kubernetes.io/name=prober,app.kubernetes.io/component=node"
+	podSel      = "app.kubernetes.io/name=prober,app.kubernetes.io/component=pod"
+	testRack    = "example.com/rack"
+	testPort    = 9808
+	testSettleD = 20 * time.Millisecond
+)
+
+func node(name, ip string, ready bool, mods ...func(*corev1.Node)) *corev1.Node {
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1",
+			Labels: map[string]string{ZoneLabel: "z1", testRack: "r1", "unrelated": "x"}},
+		Status: corev1.NodeStatus{
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeHostName, Address: name},
+				{Type: corev1.NodeInternalIP, Address: ip},
+			},
+			Conditions: []corev1.NodeCondition{
+				{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse},
+				{Type: corev1.NodeReady, Status: st},
+			},
+			Images: []corev1.ContainerImage{{Names: []string{"big/image:1"}, SizeBytes: 1 << 30}},
+		},
+	}
+	for _, m := range mods {
+		m(n)
+	}
+	return n
+}
+
+func agentPod(name, component, nodeName, ip string, ready bool, mods ...func(*corev1.Pod)) *corev1.Pod {
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, ResourceVersion: "1",
+			Labels: map[string]string{"app.kubernetes.io/name": "prober", "app.kubernetes.io/component": component}},
+		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "agent", Image: "prober"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}},
+	}
+	for _, m := range mods {
+		m(p)
+	}
+	return p
+}
+
+func service(ns, name string, mods ...func(*corev1.Service)) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, ResourceVersion: "1"},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}}},
+	}
+	for _, m := range mods {
+		m(s)
+	}
+	return s
+}
+
+func loadBalancer(ips ...string) func(*corev1.Service) {
+	return func(s *corev1.Service) {
+		s.Annotations = map[string]string{ProbeAnnotation: "true", "other": "x"}
+		s.Spec.Type = corev1.ServiceTypeLoadBalancer
+		s.Spec.Ports = []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}, {Name: "web", Port: 8443, Protocol: corev1.ProtocolTCP}}
+		for _, ip := range ips {
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+		}
+	}
+}
+
+func deleting[T metav1.Object](o T) {
+	now := metav1.Now()
+	o.SetDeletionTimestamp(&now)
+}
+
+func names(ps []Peer) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Class + ":" + p.Name
+	}
+	return out
+}
+
+// testListers fills informer indexers directly, as sample-controller's
+// tests do: no API server, no watch.
+func testListers(t *testing.T, objs ...runtime.Object) *listers {
+	t.Helper()
+	f := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	nodes := f.Core().V1().Nodes()
+	services := f.Core().V1().Services()
+	nodePods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	podPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	tr := transform(testRack)
+	for _, o := range objs {
+		slim, err := tr(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var idx cache.Indexer
+		switch o := o.(type) {
+		case *corev1.Node:
+			idx = nodes.Informer().GetIndexer()
+		case *corev1.Service:
+			idx = services.Informer().GetIndexer()
+		case *corev1.Pod:
+			idx = podPods
+			if o.Labels["app.kubernetes.io/component"] == "node" {
+				idx = nodePods
+			}
+		}
+		if err := idx.Add(slim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &listers{
+		nodes: nodes.Lister(), services: services.Lister(),
+		nodePods: listersv1.NewPodLister(nodePods), podPods: listersv1.NewPodLister(podPods),
+		rackLabel: testRack, port: testPort,
+	}
+}
+
+func TestSnapshot(t *testing.T) {
+	t.Parallel()
+	objs := []runtime.Object{
+		node("n2", "192.0.2.2", true),
+		node("n1", "192.0.2.1", true),
+		node("cordoned", "192.0.2.3", true, func(n *corev1.Node) { n.Spec.Unschedulable = true }),
+		node("notready", "192.0.2.4", false),
+		node("going", "192.0.2.5", true, deleting),
+		node("noip", "", true, func(n *corev1.Node) { n.Status.Addresses = n.Status.Addresses[:1] }),
+		node("v6only", "2001:db8::1", true),
+		node("noready", "192.0.2.6", true, func(n *corev1.Node) { n.Status.Conditions = n.Status.Conditions[:1] }),
+		// The node DaemonSet's pods only mark their nodes as agents.
+		agentPod("prober-node-a", "node", "n1", "192.0.2.1", true),
+		agentPod("prober-node-b", "node", "n2", "192.0.2.2", false),
+		agentPod("prober-pod-a", "pod", "n1", "198.51.100.11", true),
+		agentPod("prober-pod-b", "pod", "n2", "198.51.100.12", true),
+		agentPod("prober-pod-notready", "pod", "n2", "198.51.100.13", false),
+		agentPod("prober-pod-terminating", "pod", "n2", "198.51.100.14", true, deleting),
+		agentPod("prober-pod-pending", "pod", "n2", "", false, func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }),
+		agentPod("prober-pod-succeeded", "pod", "n2", "198.51.100.15", true, func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
+		agentPod("prober-pod-unknown-node", "pod", "gone", "198.51.100.16", true),
+		service("default", "kubernetes", func(s *corev1.Service) { s.Spec.ClusterIP = "198.51.100.1" }),
+		service("web", "front", loadBalancer("203.0.113.7", "203.0.113.8")),
+		service("web", "hostname-only", loadBalancer(), func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: "lb.example.com"}}
+		}),
+		service("web", "not-annotated", loadBalancer("203.0.113.9"), func(s *corev1.Service) { s.Annotations = nil }),
+		service("web", "annotated-false", loadBalancer("203.0.113.10"), func(s *corev1.Service) { s.Annotations[ProbeAnnotation] = "false" }),
+		service("web", "cluster-ip", func(s *corev1.Service) { s.Spec.ClusterIP = "198.51.100.20" }),
+	}
+	l := testListers(t, objs...)
+	l.lb = netip.MustParseAddrPort("203.0.113.1:6443")
+	got := l.snapshot()
+	want := []Peer{
+		{Name: "cordoned", Class: ClassNode, Addr: netip.MustParseAddr("192.0.2.3"), Port: testPort, Unschedulable: true,
+			Labels: map[string]string{LabelNode: "cordoned", LabelZone: "z1", LabelRack: "r1"}},
+		{Name: "n1", Class: ClassNode, Addr: netip.MustParseAddr("192.0.2.1"), Port: testPort, Agent: true,
+			Labels: map[string]string{LabelNode: "n1", LabelZone: "z1", LabelRack: "r1"}},
+		{Name: "n2", Class: ClassNode, Addr: netip.MustParseAddr("192.0.2.2"), Port: testPort,
+			Labels: map[string]string{LabelNode: "n2", LabelZone: "z1", LabelRack: "r1"}},
+		{Name: "prober-pod-a", Class: ClassPod, Addr: netip.MustParseAddr("198.51.100.11"), Port: testPort, Agent: true,
+			Labels: map[string]string{LabelNode: "n1", LabelZone: "z1", LabelRack: "r1"}},
+		{Name: "prober-pod-b", Class: ClassPod, Addr: netip.MustParseAddr("198.51.100.12"), Port: testPort, Agent: true,
+			Labels: map[string]string{LabelNode: "n2", LabelZone: "z1", LabelRack: "r1"}},
+		{Name: "prober-pod-unknown-node", Class: ClassPod, Addr: netip.MustParseAddr("198.51.100.16"), Port: testPort, Agent: true,
+			Labels: map[string]string{LabelNode: "gone"}},
+		{Name: APIServerLBName, Class: ClassLB, Addr: netip.MustParseAddr("203.0.113.1"), Port: 6443},
+		{Name: "default/kubernetes", Class: ClassLB, Addr: netip.MustParseAddr("198.51.100.1"), Port: 443},
+		{Name: "web/front@203.0.113.7", Class: ClassLB, Addr: netip.MustParseAddr("203.0.113.7"), Port: 8443},
+		{Name: "web/front@203.0.113.8", Class: ClassLB, Addr: netip.MustParseAddr("203.0.113.8"), Port: 8443},
+	}
+	if !equalSnapshots(got, want) {
+		t.Errorf("snapshot:\n got %v\nwant %v", got, want)
+		for i := range min(len(got), len(want)) {
+			if !got[i].Equal(want[i]) {
+				t.Errorf("first difference at %d:\n got %+v\nwant %+v", i, got[i], want[i])
+				break
+			}
+		}
+	}
+	// Deterministic: the same caches give the same snapshot.
+	if again := l.snapshot(); !equalSnapshots(got, again) {
+		t.Errorf("second snapshot differs: %v", names(again))
+	}
+}
+
+func TestTransformKeepsOnlyWhatIsRead(t *testing.T) {
+	t.Parallel()
+	n := node("n1", "192.0.2.1", true, func(n *corev1.Node) {
+		n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+		n.Annotations = map[string]string{"big": "annotation"}
+	})
+	slim := transform(testRack)
+	got, _ := slim(n)
+	sn := got.(*corev1.Node)
+	if sn.ManagedFields != nil || sn.Annotations != nil || sn.Status.Images != nil || len(sn.Status.Conditions) != 1 ||
+		len(sn.Status.Addresses) != 1 || len(sn.Labels) != 2 || sn.ResourceVersion != "1" {
+		t.Errorf("slim node kept too much or too little: %+v", sn)
+	}
+	if len(n.Status.Images) != 1 || n.ManagedFields == nil {
+		t.Error("transform modified its input")
+	}
+	p, _ := slim(agentPod("p", "pod", "n1", "198.51.100.1", true))
+	if sp := p.(*corev1.Pod); sp.Labels != nil || sp.Spec.Containers != nil || sp.Status.PodIP == "" {
+		t.Errorf("slim pod: %+v", sp)
+	}
+	s, _ := slim(service("web", "front", loadBalancer("203.0.113.7")))
+	if ss := s.(*corev1.Service); len(ss.Annotations) != 1 || len(ss.Status.LoadBalancer.Ingress) != 1 {
+		t.Errorf("slim service: %+v", ss)
+	}
+	tomb := cache.DeletedFinalStateUnknown{Key: "n1", Obj: n}
+	if got, _ := slim(tomb); got != any(tomb) {
+		t.Errorf("tombstone changed: %v", got)
+	}
+}
+
+func TestIdentityFromEnv(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"NODE_NAME": "n1", "POD_NAME": "prober-pod-x", "POD_IP": "198.51.100.4"}
+	id, err := IdentityFromEnv(func(k string) string { return env[k] })
+	if err != nil || id.NodeName != "n1" || id.PodName != "prober-pod-x" || id.PodIP != netip.MustParseAddr("198.51.100.4") {
+		t.Errorf("IdentityFromEnv = %+v, %v", id, err)
+	}
+	_, err = IdentityFromEnv(func(k string) string { return map[string]string{"POD_IP": "nope"}[k] })
+	for _, w := range []string{"NODE_NAME", "POD_NAME", `POD_IP "nope"`} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v does not name %s", err, w)
+		}
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	_, err := New(fake.NewClientset(), Config{NodeAgentSelector: "a in (", PodAgentSelector: ""}, slog.New(slog.DiscardHandler))
+	for _, w := range []string{"kubernetes.nodeAgentSelector", "kubernetes.podAgentSelector: required", "kubernetes.namespace", "kubernetes.agentPort"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v does not name %s", err, w)
+		}
+	}
+}
+
+// TestRunFollowsChanges drives Run through the fake clientset's watches:
+// the initial snapshot, an added Node, a pod turning NotReady and one
+// terminating, each leaving or joining in the next snapshot.
+func TestRunFollowsChanges(t *testing.T) {
+	t.Parallel()
+	client := fake.NewClientset(
+		node("n1", "192.0.2.1", true),
+		agentPod("prober-pod-a", "pod", "n1", "198.51.100.11", true),
+		agentPod("prober-pod-b", "pod", "n1", "198.51.100.12", true),
+		service("default", "kubernetes", func(s *corev1.Service) { s.Spec.ClusterIP = "198.51.100.1" }),
+	)
+	d, err := New(client, Config{Namespace: testNS, NodeAgentSelector: nodeSel, PodAgentSelector: podSel,
+		AgentPort: testPort, Settle: testSettleD}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	snaps := make(chan []Peer, 16)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx, func(ps []Peer) { snaps <- ps }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	expect := func(step string, want ...string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case ps := <-snaps:
+				if slices.Equal(names(ps), want) {
+					return
+				}
+				t.Logf("%s: intermediate snapshot %v", step, names(ps))
+			case <-deadline:
+				t.Fatalf("%s: no snapshot %v within 10s", step, want)
+			}
+		}
+	}
+	expect("initial", "node:n1", "pod:prober-pod-a", "pod:prober-pod-b", "lb:default/kubernetes")
+
+	core := client.CoreV1()
+	if _, err := core.Nodes().Create(ctx, node("n2", "192.0.2.2", true), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect("node added", "node:n1", "node:n2", "pod:prober-pod-a", "pod:prober-pod-b", "lb:default/kubernetes")
+
+	if _, err := core.Pods(testNS).UpdateStatus(ctx, agentPod("prober-pod-a", "pod", "n1", "198.51.100.11", false,
+		func(p *corev1.Pod) { p.ResourceVersion = "2" }), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect("pod not ready", "node:n1", "node:n2", "pod:prober-pod-b", "lb:default/kubernetes")
+
+	if _, err := core.Pods(testNS).Update(ctx, agentPod("prober-pod-b", "pod", "n1", "198.51.100.12", true,
+		deleting, func(p *corev1.Pod) { p.ResourceVersion = "2" }), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect("pod terminating", "node:n1", "node:n2", "lb:default/kubernetes")
+
+	if err := core.Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect("node deleted", "node:n2", "lb:default/kubernetes")
+
+	// A pod of another selector or namespace is never seen.
+	other := agentPod("stranger", "pod", "n2", "198.51.100.30", true)
+	other.Namespace = "elsewhere"
+	if _, err := core.Pods("elsewhere").Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ps := <-snaps:
+		t.Errorf("snapshot after an unrelated pod: %v", names(ps))
+	case <-time.After(10 * testSettleD):
+	}
+}
+
+func TestRunReturnsCtxErrBeforeSync(t *testing.T) {
+	t.Parallel()
+	d, err := New(fake.NewClientset(), Config{Namespace: testNS, NodeAgentSelector: nodeSel, PodAgentSelector: podSel, AgentPort: testPort},
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	called := false
+	if err := d.Run(ctx, func([]Peer) { called = true }); err == nil || called {
+		t.Errorf("Run on a cancelled ctx = %v, emitted %v; want ctx error, nothing emitted", err, called)
+	}
+}
