@@ -57,7 +57,17 @@ func TestScaleCPU(t *testing.T) {
 		if len(d.Suspects) > 0 {
 			top = d.Suspects[0].Kind + "/" + d.Suspects[0].Name
 		}
+		if want := kind + "/" + name; kind == "" && len(d.Suspects) > 0 || kind != "" && top != want {
+			t.Errorf("%s: top suspect %s, want %s", k, top, cmpOr(want, "none"))
+		}
 		t.Logf("%-10s flows %d: CPU per round: observe %v + localize %v = %v; top %s (truth %s/%s), %d suspects",
 			k, len(obs)*164*4, obsCPU/rounds, locCPU/rounds, (obsCPU+locCPU)/rounds, top, kind, name, len(d.Suspects))
 	}
+}
+
+func cmpOr(a, b string) string {
+	if a == "/" {
+		return b
+	}
+	return a
 }
