@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
@@ -27,13 +27,15 @@ type Target struct {
 	Class  string // node | pod | lb
 	Port   uint16
 	Labels map[string]string
+	HTTP2  HTTP2
 }
 
 // TargetsFromConfig converts the static targets of a validated config.
 func TargetsFromConfig(c *config.Agent) []Target {
 	out := make([]Target, 0, len(c.Targets))
 	for _, t := range c.Targets {
-		out = append(out, Target{Name: t.Name, Addr: netip.MustParseAddr(t.Address), Class: t.Class, Port: uint16(t.Port), Labels: t.Labels})
+		out = append(out, Target{Name: t.Name, Addr: netip.MustParseAddr(t.Address), Class: t.Class, Port: uint16(t.Port), Labels: t.Labels,
+			HTTP2: HTTP2{Mode: t.HTTP2, CAFile: t.CAFile, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}})
 	}
 	return out
 }
@@ -46,6 +48,7 @@ type Agent struct {
 	src     netip.Addr
 	reg     *prometheus.Registry
 	m       *metrics
+	http2   *http2Metrics
 	icmp    *probe.ICMP
 	syn     *probe.TCPSYN
 	paths   *paths // nil when tracing is off (paths.go)
@@ -76,6 +79,7 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 	a.limiter = rate.NewLimiter(rate.Limit(p.MaxProbesPerSecond), burst)
 	a.sem = make(chan struct{}, max(16, int(p.MaxProbesPerSecond*p.Timeout.D().Seconds())+1))
 	a.m = newMetrics(a.reg, cfg.PerTarget(), Version, Revision, GoVersion())
+	a.http2 = newHTTP2Metrics(a.reg, cfg.PerTarget(), a)
 	defer func() {
 		if err != nil {
 			a.closeEngines()
@@ -104,7 +108,10 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 	if a.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
-	a.srv = a.newServer()
+	a.ln = netutil.LimitListener(a.ln, maxConnections)
+	if a.srv, err = a.newServer(); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -127,12 +134,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.paths != nil {
 		g.Go(func() error { return a.paths.run(gctx) })
 	}
-	g.Go(func() error {
-		if err := a.srv.Serve(a.ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("http serve: %w", err)
-		}
-		return nil
-	})
+	g.Go(a.serve)
 	g.Go(func() error {
 		<-gctx.Done()
 		a.stopProbes()

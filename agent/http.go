@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -14,7 +13,9 @@ import (
 	"github.com/netprober/prober/probe"
 )
 
-func (a *Agent) newServer() *http.Server {
+// newServer serves the agent's endpoints over HTTP/1.1 and h2c, or TLS,
+// and answers the other agents' HTTP/2 PINGs.
+func (a *Agent) newServer() (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg, MaxRequestsInFlight: 4}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -24,12 +25,7 @@ func (a *Agent) newServer() *http.Server {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, "prober agent %s (%s)\n\n/metrics\n/healthz\n%s\n", a.cfg.Name, Version, api.ObservationsPath)
 	})
-	return &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 5 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    16 << 10,
-	}
+	return probe.NewResponder(mux, a.responderConfig())
 }
 
 func (a *Agent) serveObservations(w http.ResponseWriter, r *http.Request) {
@@ -68,6 +64,7 @@ func (a *Agent) Observations() api.Observations {
 	for _, t := range ts {
 		at := api.Target{Name: t.Name, Address: t.Addr.String(), Class: t.Class, Labels: t.Labels, Path: t.path}
 		t.mu.Lock()
+		at.EstablishedFlowBlackhole = t.blackhole(now)
 		for _, proto := range a.cfg.Probing.Protocols {
 			ps, ok := t.protos[proto]
 			if !ok {

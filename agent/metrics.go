@@ -91,7 +91,9 @@ func (m *metrics) record(s series, proto probe.Protocol, r probe.Result) {
 	switch r.Outcome {
 	case probe.OK, probe.Refused:
 		s.sent.Inc()
-		s.rtt.Observe(r.RTT.Seconds())
+		if r.RTT > 0 { // an http2_ping refusal (reset, tls) has no round trip
+			s.rtt.Observe(r.RTT.Seconds())
+		}
 	case probe.Lost:
 		s.sent.Inc()
 		s.lost.Inc()

@@ -19,7 +19,8 @@ type target struct {
 	path   string
 	cancel context.CancelFunc
 	done   chan struct{}
-	ports  []uint16 // tcp_syn source ports, one per flow
+	ports  []uint16  // tcp_syn source ports, one per flow
+	h2     *h2Target // nil unless pinged over HTTP/2
 
 	mu     sync.Mutex
 	protos map[probe.Protocol]*protoState
@@ -44,7 +45,7 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 	a.mu.Lock()
 	var gone []*target
 	for name, t := range a.targets {
-		if w, ok := want[name]; !ok || w.Addr != t.Addr || w.Port != t.Port || w.Class != t.Class {
+		if w, ok := want[name]; !ok || w.Addr != t.Addr || w.Port != t.Port || w.Class != t.Class || w.HTTP2 != t.HTTP2 {
 			gone = append(gone, t)
 			delete(a.targets, name)
 		}
@@ -89,6 +90,14 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 		}
 		t.ports = ports
 	}
+	h2, err := a.newH2Target(tg, t.path)
+	if err != nil {
+		if t.ports != nil {
+			a.syn.FreePorts(t.ports)
+		}
+		return nil, err
+	}
+	t.h2 = h2
 	tctx, cancel := context.WithCancel(ctx)
 	t.cancel = cancel
 	var wg sync.WaitGroup
@@ -98,6 +107,10 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 		case probe.ProtocolTCPSYN:
 			flows = len(t.ports)
 		case probe.ProtocolICMP:
+		case probe.ProtocolHTTP2Ping:
+			if t.h2 == nil {
+				continue // http2: none
+			}
 		default:
 			continue // engines of later issues
 		}
@@ -130,6 +143,7 @@ func (a *Agent) stopTarget(t *target) {
 	if a.syn != nil && t.ports != nil {
 		a.syn.FreePorts(t.ports)
 	}
+	a.stopHTTP2(t)
 	a.m.forget(t.Name)
 	a.log.Debug("target removed", "peer", t.Name)
 }
@@ -165,6 +179,8 @@ func (a *Agent) loop(ctx context.Context, t *target, proto probe.Protocol, flow 
 			r = a.icmp.Probe(ctx, pt, timeout)
 		case probe.ProtocolTCPSYN:
 			r = a.syn.Probe(ctx, pt, t.ports[flow], timeout)
+		case probe.ProtocolHTTP2Ping:
+			r = a.pingHTTP2(ctx, t)
 		}
 		<-a.sem
 		if ctx.Err() != nil {

@@ -53,7 +53,9 @@ func (w *window) stats(since time.Time, rtts []float64) (api.Stats, []float64) {
 		switch s.outcome {
 		case probe.OK, probe.Refused:
 			st.Sent++
-			rtts = append(rtts, s.rtt.Seconds())
+			if s.rtt > 0 { // an http2_ping refusal has no round trip
+				rtts = append(rtts, s.rtt.Seconds())
+			}
 		case probe.Lost:
 			st.Sent++
 			st.Lost++

@@ -1,0 +1,197 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/netprober/prober/config"
+	"github.com/netprober/prober/probe"
+)
+
+// HTTP2 is how a target is pinged over HTTP/2 (http2_ping).
+type HTTP2 struct {
+	// Mode is config.HTTP2H2C, HTTP2TLS or HTTP2None; "" is the target
+	// class's default (config.DefaultHTTP2).
+	Mode               string
+	CAFile, ServerName string
+	InsecureSkipVerify bool
+}
+
+// maxConnections caps the connections the listener holds at once: every
+// agent of the cluster keeps one HTTP/2 connection to it (and a few
+// scrapes), so 1,024 leaves room for large clusters while bounding what a
+// misbehaving client can take. Accept waits while the cap is reached.
+const maxConnections = 1024
+
+// responderConfig is the HTTP server's configuration: TLS when the tls
+// block is set, else HTTP/1.1 and h2c on the listen address.
+func (a *Agent) responderConfig() probe.ResponderConfig {
+	rc := probe.ResponderConfig{Listen: a.cfg.Listen, Logger: a.log}
+	if s := a.cfg.TLS; s != nil {
+		rc.TLS = &probe.ResponderTLS{CertFile: s.CertFile, KeyFile: s.KeyFile, Hosts: s.Hosts}
+	}
+	return rc
+}
+
+// serve serves the listener until Shutdown, which makes it return nil.
+func (a *Agent) serve() error {
+	var err error
+	if a.cfg.TLS != nil { // not srv.TLSConfig: http2.ConfigureServer sets one either way
+		err = a.srv.ServeTLS(a.ln, "", "")
+	} else {
+		err = a.srv.Serve(a.ln)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("http serve: %w", err)
+}
+
+// h2Target is one target's HTTP/2 pinger, its reset counters and the
+// state of its established-flow black-hole detector.
+type h2Target struct {
+	pinger *probe.HTTP2Pinger
+	// resets and seen are only touched by the target's http2_ping loop.
+	resets map[string]prometheus.Counter // by reason
+	seen   map[string]uint64             // pinger.Resets() after the last Ping
+
+	// Guarded by target.mu.
+	lostInRow      int       // PINGs lost in a row
+	answeredAt     time.Time // last PING answered (or refused); the evidence span starts here
+	blackholeUntil time.Time // the black hole is reported until then
+}
+
+// newH2Target makes the pinger of a target probed over HTTP/2, or
+// returns nil if it is not (http2_ping off, or the target's mode none).
+// The pinger dials nothing until its first Ping.
+func (a *Agent) newH2Target(tg Target, path string) (*h2Target, error) {
+	p := a.cfg.Probing
+	if !slices.Contains(p.Protocols, probe.ProtocolHTTP2Ping) {
+		return nil, nil
+	}
+	mode := cmp.Or(tg.HTTP2.Mode, config.DefaultHTTP2(tg.Class))
+	switch mode {
+	case config.HTTP2None:
+		return nil, nil
+	case config.HTTP2H2C, config.HTTP2TLS:
+	default:
+		return nil, fmt.Errorf("target %s: http2 %q not one of h2c, tls, none", tg.Name, mode)
+	}
+	interval := p.Interval.D()
+	pinger, err := probe.NewHTTP2Pinger(probe.Target{Addr: tg.Addr, Port: tg.Port}, probe.HTTP2Config{
+		TLS:                mode == config.HTTP2TLS,
+		ServerName:         tg.HTTP2.ServerName,
+		CAFile:             tg.HTTP2.CAFile,
+		InsecureSkipVerify: tg.HTTP2.InsecureSkipVerify,
+		Timeout:            p.Timeout.D(),
+		DeadAfter:          p.HTTP2.DeadAfter,
+		// Redials after failed ones wait at most 10 intervals, so that a
+		// target is healthy again soon after a long outage ends, and at
+		// most 30s, so that thousands of agents do not hammer a dead LB.
+		MinBackoff: min(time.Second, interval),
+		MaxBackoff: min(30*time.Second, 10*interval),
+		Logger:     a.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", tg.Name, err)
+	}
+	h := &h2Target{pinger: pinger, resets: map[string]prometheus.Counter{}, seen: pinger.Resets(), answeredAt: a.now()}
+	for reason := range h.seen {
+		h.resets[reason] = a.http2.resets.WithLabelValues(a.http2.labels(path, tg.Name, reason)...)
+	}
+	return h, nil
+}
+
+// pingHTTP2 sends one PING to t, counts the connection resets it caused
+// and feeds the black-hole detector.
+func (a *Agent) pingHTTP2(ctx context.Context, t *target) probe.Result {
+	h := t.h2
+	r := h.pinger.Ping(ctx)
+	timedOut := false
+	for reason, n := range h.pinger.Resets() {
+		if d := n - h.seen[reason]; d > 0 {
+			h.resets[reason].Add(float64(d))
+			timedOut = timedOut || reason == probe.ResetPingTimeout.String()
+		}
+		h.seen[reason] = n
+	}
+	now := a.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch r.Outcome {
+	case probe.OK, probe.Refused:
+		h.lostInRow, h.answeredAt = 0, now
+		return r
+	case probe.Lost:
+		h.lostInRow++
+	default: // nothing was sent (backoff, cancelled)
+		return r
+	}
+	since := h.answeredAt
+	if oldest := now.Add(-a.cfg.Probing.Window.D()); since.Before(oldest) {
+		since = oldest
+	}
+	ev := blackholeEvidence{
+		PingTimeout: timedOut,
+		LostInRow:   h.lostInRow,
+		DeadAfter:   a.cfg.Probing.HTTP2.DeadAfter,
+		Syn:         t.synOutcomes(since),
+	}
+	if establishedBlackhole(ev) {
+		if !now.Before(h.blackholeUntil) {
+			a.log.Warn("established flow black hole", "peer", t.Name, "path", t.path,
+				"lost_pings", h.lostInRow, "syn_ok", ev.Syn.OK, "syn_lost", ev.Syn.Lost, "syn_refused", ev.Syn.Refused)
+		}
+		h.blackholeUntil = now.Add(a.cfg.Probing.Window.D())
+	}
+	return r
+}
+
+// stopHTTP2 closes a departed target's pinger and deletes its series.
+func (a *Agent) stopHTTP2(t *target) {
+	if t.h2 == nil {
+		return
+	}
+	t.h2.pinger.Close()
+	if a.http2.perTarget {
+		a.http2.resets.DeletePartialMatch(prometheus.Labels{"target": t.Name})
+	}
+}
+
+// http2Metrics are the series of http2_ping beyond the common probe
+// counters.
+type http2Metrics struct {
+	perTarget bool
+	resets    *prometheus.CounterVec
+}
+
+func newHTTP2Metrics(reg prometheus.Registerer, perTarget bool, a *Agent) *http2Metrics {
+	labels := []string{"path", "reason"}
+	if perTarget {
+		labels = []string{"path", "target", "reason"}
+	}
+	m := &http2Metrics{
+		perTarget: perTarget,
+		resets: promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
+			Name: "prober_http2_connection_resets_total",
+			Help: "HTTP/2 probe connections lost (ping_timeout, reset, goaway) or turned down at dial (refused, tls), by path class, target and reason.",
+		}, labels),
+	}
+	reg.MustRegister(newBlackholeCollector(a, perTarget))
+	return m
+}
+
+func (m *http2Metrics) labels(path, target, reason string) []string {
+	if m.perTarget {
+		return []string{path, target, reason}
+	}
+	return []string{path, reason}
+}
