@@ -33,6 +33,11 @@ type Agent struct {
 	Probing Probing  `json:"probing"`
 	Metrics Metrics  `json:"metrics"`
 	Targets []Target `json:"targets"`
+	// Discovery is where targets come from: static (default), the targets
+	// list, or kubernetes, the cluster (then name and source default to
+	// the downward API's NODE_NAME or POD_NAME, and POD_IP).
+	Discovery  string      `json:"discovery,omitempty"`
+	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
 	// Log selects the log format: json (default) or text.
 	Log string `json:"log,omitempty"`
 	// TLS, when set, makes the listen address serve TLS; see ServerTLS.
@@ -141,6 +146,15 @@ func (c *Agent) SetDefaults() {
 	if c.Log == "" {
 		c.Log = "json"
 	}
+	if c.Discovery == "" {
+		c.Discovery = DiscoveryStatic
+	}
+	if c.Discovery == DiscoveryKubernetes {
+		if c.Kubernetes == nil {
+			c.Kubernetes = &Kubernetes{}
+		}
+		c.Kubernetes.SetDefaults()
+	}
 	for i := range c.Targets {
 		if c.Targets[i].Port == 0 {
 			c.Targets[i].Port = DefaultPort
@@ -156,7 +170,7 @@ func (c *Agent) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
-	if c.Name == "" {
+	if c.Name == "" && !c.KubernetesDiscovery() {
 		bad("name", "required (this agent's node name)")
 	}
 	if c.Class != ClassNode && c.Class != ClassPod {
@@ -166,7 +180,7 @@ func (c *Agent) Validate() error {
 		bad("listen", "required, an address:port such as 198.18.1.11:9808")
 	} else if ap, err := netip.ParseAddrPort(c.Listen); err != nil {
 		bad("listen", "%q is not an IP:port (%v)", c.Listen, err)
-	} else if ap.Addr().IsUnspecified() && c.Source == "" {
+	} else if ap.Addr().IsUnspecified() && c.Source == "" && !c.KubernetesDiscovery() {
 		bad("source", "required when listen is %s: the address probes are sent from", ap.Addr())
 	}
 	if c.Source != "" {
@@ -174,6 +188,7 @@ func (c *Agent) Validate() error {
 			bad("source", "%q is not an IPv4 address", c.Source)
 		}
 	}
+	c.validateDiscovery(bad)
 	if c.Log != "json" && c.Log != "text" {
 		bad("log", "%q not one of json, text", c.Log)
 	}

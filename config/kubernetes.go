@@ -1,0 +1,109 @@
+package config
+
+import (
+	"net/netip"
+	"regexp"
+)
+
+// Discovery modes: where an agent's targets come from.
+const (
+	// DiscoveryStatic probes the targets list of the config file.
+	DiscoveryStatic = "static"
+	// DiscoveryKubernetes watches the cluster's Nodes, prober Pods and
+	// load balancers (package peers); see docs/kubernetes.md.
+	DiscoveryKubernetes = "kubernetes"
+)
+
+// Kubernetes configures discovery: kubernetes. Every field has a default
+// matching deploy/daemonset.yaml.
+type Kubernetes struct {
+	// Kubeconfig is a kubeconfig file; empty means in-cluster (the pod's
+	// ServiceAccount).
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// Namespace holds the agent Pods of both DaemonSets.
+	Namespace string `json:"namespace,omitempty"`
+	// NodeAgentSelector and PodAgentSelector are label selectors for the
+	// Pods of the prober-node (hostNetwork) and prober-pod DaemonSets.
+	NodeAgentSelector string `json:"nodeAgentSelector,omitempty"`
+	PodAgentSelector  string `json:"podAgentSelector,omitempty"`
+	// RackLabel is the Node label key naming a node's rack or ToR switch,
+	// reported as the rack label of node and pod targets; empty for none.
+	// The zone always comes from topology.kubernetes.io/zone.
+	RackLabel string `json:"rackLabel,omitempty"`
+	// APIServerLB is the external API server address (IP:port) kubelets
+	// use, probed as the lb target apiserver-lb; empty for none.
+	APIServerLB string `json:"apiServerLB,omitempty"`
+	// AgentPort is the port node and pod targets are probed on: the
+	// agents' listen port.
+	AgentPort int `json:"agentPort,omitempty"`
+}
+
+// Kubernetes discovery defaults, as in deploy/daemonset.yaml.
+const (
+	DefaultNamespace         = "prober"
+	DefaultNodeAgentSelector = "app.kubernetes.io/name=prober,app.kubernetes.io/component=node"
+	DefaultPodAgentSelector  = "app.kubernetes.io/name=prober,app.kubernetes.io/component=pod"
+)
+
+// KubernetesDiscovery reports whether targets come from the cluster.
+func (c *Agent) KubernetesDiscovery() bool { return c.Discovery == DiscoveryKubernetes }
+
+// SetDefaults fills the unset fields.
+func (k *Kubernetes) SetDefaults() {
+	if k.Namespace == "" {
+		k.Namespace = DefaultNamespace
+	}
+	if k.NodeAgentSelector == "" {
+		k.NodeAgentSelector = DefaultNodeAgentSelector
+	}
+	if k.PodAgentSelector == "" {
+		k.PodAgentSelector = DefaultPodAgentSelector
+	}
+	if k.AgentPort == 0 {
+		k.AgentPort = DefaultPort
+	}
+}
+
+// APIServerLBAddr is the parsed APIServerLB, invalid when unset. Valid
+// after Validate.
+func (k *Kubernetes) APIServerLBAddr() netip.AddrPort {
+	ap, _ := netip.ParseAddrPort(k.APIServerLB)
+	return ap
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// validateDiscovery reports the discovery problems through bad. Label
+// selectors are parsed by package peers at start (config does not import
+// k8s.io/*); here they only have to be set.
+func (c *Agent) validateDiscovery(bad func(field, format string, args ...any)) {
+	switch c.Discovery {
+	case DiscoveryStatic:
+		if c.Kubernetes != nil {
+			bad("kubernetes", "set, but discovery is static (add discovery: kubernetes)")
+		}
+		return
+	case DiscoveryKubernetes:
+	default:
+		bad("discovery", "%q not one of static, kubernetes", c.Discovery)
+		return
+	}
+	// Discovered peers replace the whole target set, so static targets
+	// beside them would vanish at the first snapshot: refuse them rather
+	// than drop them silently.
+	if len(c.Targets) > 0 {
+		bad("targets", "must be empty with discovery: kubernetes (the external API server address goes in kubernetes.apiServerLB)")
+	}
+	k := c.Kubernetes
+	if !dnsLabel.MatchString(k.Namespace) {
+		bad("kubernetes.namespace", "%q is not a namespace name", k.Namespace)
+	}
+	if k.AgentPort < 1 || k.AgentPort > 65535 {
+		bad("kubernetes.agentPort", "%d not in 1..65535", k.AgentPort)
+	}
+	if k.APIServerLB != "" {
+		if ap, err := netip.ParseAddrPort(k.APIServerLB); err != nil || !ap.Addr().Is4() || ap.Port() == 0 {
+			bad("kubernetes.apiServerLB", "%q is not an IPv4:port such as 203.0.113.10:6443", k.APIServerLB)
+		}
+	}
+}
