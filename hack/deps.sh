@@ -35,3 +35,6 @@ apt_install() {
 # promtool checks every /metrics endpoint and the alert rules.
 apt_install prometheus promtool
 
+
+# traceroute -T is what the tracer is compared against (issue 4, docs/performance.md).
+apt_install traceroute traceroute
