@@ -14,12 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/nftables"
-	"github.com/google/nftables/binaryutil"
-	"github.com/google/nftables/expr"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
-
 	"github.com/netprober/prober/lab"
 	"github.com/netprober/prober/lab/labtest"
 	"github.com/netprober/prober/probe"
@@ -98,7 +92,7 @@ func spineCounters(t *testing.T, f *lab.Fabric, sports []uint16) func() map[uint
 		if r.Kind != lab.KindSpine {
 			continue
 		}
-		reads = append(reads, counters(t, r.Namespace, sports))
+		reads = append(reads, labtest.SourcePortCounters(t, r.Namespace, sports))
 		names = append(names, r.Name)
 	}
 	return func() map[uint16]string {
@@ -110,51 +104,6 @@ func spineCounters(t *testing.T, f *lab.Fabric, sports []uint16) func() map[uint
 						t.Errorf("source port %d crossed both %s and %s", port, prev, names[i])
 					}
 					got[port] = names[i]
-				}
-			}
-		}
-		return got
-	}
-}
-
-// counters installs, in namespace ns, a forward chain counting TCP
-// segments per source port, and returns a function that reads them.
-func counters(t *testing.T, ns string, sports []uint16) func() map[uint16]uint64 {
-	t.Helper()
-	fd, err := netns.GetFromName(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fd.Close() })
-	c, err := nftables.New(nftables.WithNetNSFd(int(fd)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "tracetest"})
-	ch := c.AddChain(&nftables.Chain{Table: tbl, Name: "count", Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter})
-	for _, p := range sports {
-		c.AddRule(&nftables.Rule{Table: tbl, Chain: ch, Exprs: []expr.Any{
-			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 2},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(p)},
-			&expr.Counter{},
-		}})
-	}
-	if err := c.Flush(); err != nil {
-		t.Fatalf("counters in %s: %v", ns, err)
-	}
-	return func() map[uint16]uint64 {
-		rules, err := c.GetRules(tbl, ch)
-		if err != nil {
-			t.Fatalf("read counters in %s: %v", ns, err)
-		}
-		got := map[uint16]uint64{}
-		for i, r := range rules {
-			for _, e := range r.Exprs {
-				if ctr, ok := e.(*expr.Counter); ok {
-					got[sports[i]] = ctr.Packets
 				}
 			}
 		}
