@@ -144,8 +144,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.closeEngines()
 		return err
 	})
-	if err := a.SetTargets(gctx, TargetsFromConfig(a.cfg)); err != nil {
-		a.log.Error("targets", "err", err)
+	// Only a static set is applied here: with discovery the caller feeds
+	// SetTargets, and an empty set applied now could land after, and wipe,
+	// discovery's first snapshot.
+	if len(a.cfg.Targets) > 0 {
+		if err := a.SetTargets(gctx, TargetsFromConfig(a.cfg)); err != nil {
+			a.log.Error("targets", "err", err)
+		}
 	}
 	a.log.Info("agent started", "name", a.cfg.Name, "class", a.cfg.Class, "listen", a.ln.Addr().String(),
 		"source", a.src.String(), "targets", len(a.cfg.Targets), "protocols", a.cfg.Probing.Protocols)

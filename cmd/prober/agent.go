@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/netprober/prober/agent"
 	"github.com/netprober/prober/config"
@@ -25,12 +26,17 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitOK
 	}
 	log := newLogger(cfg.Log, cc.level, stderr)
+	disc, err := newDiscovery(cfg, os.Getenv, log)
+	if err != nil {
+		log.Error("agent start", "err", err)
+		return exitRuntime
+	}
 	a, err := agent.New(cfg, log)
 	if err != nil {
 		log.Error("agent start", "err", err)
 		return exitRuntime
 	}
-	if err := a.Run(ctx); err != nil {
+	if err := runWithDiscovery(ctx, a, disc, cfg, log); err != nil {
 		log.Error("agent", "err", err)
 		return exitRuntime
 	}
