@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/probe/probetest"
 )
 
 func TestEstablishedBlackhole(t *testing.T) {
@@ -152,7 +152,7 @@ func TestAgentHTTP2ReconnectsDoNotLeak(t *testing.T) {
 			c.Close()
 		}
 	}()
-	goroutines0, fds0 := runtime.NumGoroutine(), openFDs(t)
+	goroutines0, fds0 := runtime.NumGoroutine(), probetest.OpenFDs(t)
 
 	cfg := `
 name: lo1
@@ -176,9 +176,9 @@ targets:
 		}
 	}
 	waitAccepted(reconnects / 5)
-	goroutines1, fds1 := runtime.NumGoroutine(), openFDs(t)
+	goroutines1, fds1 := runtime.NumGoroutine(), probetest.OpenFDs(t)
 	waitAccepted(reconnects)
-	goroutines2, fds2 := runtime.NumGoroutine(), openFDs(t)
+	goroutines2, fds2 := runtime.NumGoroutine(), probetest.OpenFDs(t)
 	t.Logf("goroutines %d before, %d after %d reconnects, %d after %d; fds %d, %d, %d",
 		goroutines0, goroutines1, reconnects/5, goroutines2, accepted.Load(), fds0, fds1, fds2)
 	// 10 targets hold at most one connection each (2 goroutines with its
@@ -199,17 +199,11 @@ targets:
 	if err := a.SetTargets(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		g, fds := runtime.NumGoroutine(), openFDs(t)
-		// The agent's own listener, server and Run goroutines remain.
-		if g <= goroutines0+8 && fds <= fds0+4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("after the targets left: %d goroutines (%d before), %d fds (%d before)\n%s",
-				g, goroutines0, fds, fds0, buf[:runtime.Stack(buf, true)])
-		}
+	// The agent's own listener, server and Run goroutines remain.
+	if g, fds := probetest.Settle(t, goroutines0, fds0, 8); g > goroutines0+8 || fds > fds0+8 {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("after the targets left: %d goroutines (%d before), %d fds (%d before)\n%s",
+			g, goroutines0, fds, fds0, buf[:runtime.Stack(buf, true)])
 	}
 }
 
@@ -221,13 +215,4 @@ func freePort(t *testing.T) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
-}
-
-func openFDs(t *testing.T) int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("no /proc/self/fd: %v", err)
-	}
-	return len(entries)
 }

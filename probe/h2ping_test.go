@@ -4,11 +4,12 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"os"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/netprober/prober/probe/probetest"
 )
 
 func newPinger(t testing.TB, addr netip.AddrPort, cfg HTTP2Config) *HTTP2Pinger {
@@ -282,30 +283,6 @@ func TestNewHTTP2PingerErrors(t *testing.T) {
 	}
 }
 
-func countFDs(t *testing.T) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("cannot count file descriptors: %v", err)
-	}
-	return len(ents)
-}
-
-// settle waits, bounded, for the goroutine and fd counts to come down to
-// the baseline plus slack, and returns the last counts.
-func settle(t *testing.T, goroutines, fds, slack int) (int, int) {
-	t.Helper()
-	var g, f int
-	for range 500 { // 5s
-		g, f = runtime.NumGoroutine(), countFDs(t)
-		if g <= goroutines+slack && f <= fds+slack {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return g, f
-}
-
 // TestHTTP2PingReconnectLeak: 1,000 connections reset under the pinger
 // and redialled leave no goroutine and no file descriptor behind. Not
 // parallel: it counts the process's goroutines.
@@ -315,7 +292,7 @@ func TestHTTP2PingReconnectLeak(t *testing.T) {
 	p := newPinger(t, px.addr(), HTTP2Config{})
 	ping(t, p, OK, "")
 	time.Sleep(100 * time.Millisecond)
-	g0, f0 := runtime.NumGoroutine(), countFDs(t)
+	g0, f0 := runtime.NumGoroutine(), probetest.OpenFDs(t)
 	const n = 1000
 	for i := range n {
 		if got := px.resetAll(); got != 1 {
@@ -331,13 +308,13 @@ func TestHTTP2PingReconnectLeak(t *testing.T) {
 	if got := p.Resets()["reset"]; got != n {
 		t.Errorf("reset count %d, want %d", got, n)
 	}
-	if g, f := settle(t, g0, f0, 2); g > g0+2 || f > f0+2 {
+	if g, f := probetest.Settle(t, g0, f0, 2); g > g0+2 || f > f0+2 {
 		t.Errorf("after %d reconnects: %d goroutines (was %d), %d fds (was %d)", n, g, g0, f, f0)
 	}
 	// And closing everything gives back what the test took.
 	p.Close()
 	px.close()
-	if g, f := settle(t, g0-1, f0-1, 0); g >= g0 || f >= f0 {
+	if g, f := probetest.Settle(t, g0-1, f0-1, 0); g >= g0 || f >= f0 {
 		t.Errorf("after Close: %d goroutines, %d fds; want fewer than with a connection open (%d, %d)", g, f, g0, f0)
 	}
 }
