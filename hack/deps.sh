@@ -35,6 +35,8 @@ apt_install() {
 # promtool checks every /metrics endpoint and the alert rules.
 apt_install prometheus promtool
 
+# The same package's server runs in the dashboards' and alerts' live test.
+apt_install prometheus prometheus
 
 # traceroute -T is what the tracer is compared against (issue 4, docs/performance.md).
 apt_install traceroute traceroute
