@@ -174,7 +174,8 @@ func (a *Agent) closeEngines() {
 	}
 }
 
-// stopProbes cancels every target and waits for its probes to end.
+// stopProbes cancels every target, waits for its probes to end and
+// closes its HTTP/2 connection.
 func (a *Agent) stopProbes() {
 	a.mu.Lock()
 	for _, t := range a.targets {
@@ -182,4 +183,5 @@ func (a *Agent) stopProbes() {
 	}
 	a.mu.Unlock()
 	a.probeWG.Wait()
+	a.closePingers()
 }

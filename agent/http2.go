@@ -166,6 +166,18 @@ func (a *Agent) stopHTTP2(t *target) {
 	}
 }
 
+// closePingers closes every target's HTTP/2 connection at shutdown, so
+// the peers see it end now rather than at process exit.
+func (a *Agent) closePingers() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, t := range a.targets {
+		if t.h2 != nil {
+			t.h2.pinger.Close()
+		}
+	}
+}
+
 // http2Metrics are the series of http2_ping beyond the common probe
 // counters.
 type http2Metrics struct {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -112,6 +113,7 @@ targets:
 	if problems, err := testutil.GatherAndLint(a.Registry()); err != nil || len(problems) > 0 {
 		t.Errorf("promlint: %v %v", err, problems)
 	}
+	promtoolCheck(t, get(t, base+"/metrics"))
 	// 3 targets pinged or not: resets for 2 targets x 5 reasons, the gauge for 2.
 	if n := testutil.CollectAndCount(a.http2.resets); n != 10 {
 		t.Errorf("%d reset series, want 10", n)
@@ -128,6 +130,40 @@ targets:
 	if n := testutil.CollectAndCount(a.Registry(), "prober_established_flow_blackhole"); n != 0 {
 		t.Errorf("%d black-hole series after the targets left, want 0", n)
 	}
+}
+
+// Without per-target labels the resets are by path and the black-hole
+// gauge says whether any target of the path has one.
+func TestAgentHTTP2PerTargetOff(t *testing.T) {
+	port := freePort(t)
+	_, base := loopbackAgent(t, `
+name: lo1
+class: node
+listen: 127.0.0.1:`+itoa(port)+`
+metrics: {perTarget: false}
+probing: {interval: 50ms, timeout: 500ms, window: 5s, protocols: [http2_ping]}
+targets:
+  - {name: peer, address: 127.0.0.1, class: node, port: `+itoa(port)+`}
+  - {name: peer2, address: 127.0.0.1, class: node, port: `+itoa(port)+`}
+`)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if obs := getObservations(t, base); len(obs.Targets) == 2 && len(obs.Targets[1].Protocols) == 1 && obs.Targets[1].Protocols[0].Sent > 0 {
+			break
+		}
+	}
+	m := get(t, base+"/metrics")
+	for _, want := range []string{
+		`prober_http2_connection_resets_total{path="node_to_node",reason="ping_timeout"} 0`,
+		`prober_established_flow_blackhole{path="node_to_node"} 0`,
+	} {
+		if !strings.Contains(m, want+"\n") {
+			t.Errorf("exposition lacks %s:\n%s", want, grep(m, "prober_"))
+		}
+	}
+	if strings.Contains(m, "target=") {
+		t.Errorf("perTarget false: a target label:\n%s", grep(m, "target="))
+	}
+	promtoolCheck(t, m)
 }
 
 // TestAgentHTTP2ReconnectsDoNotLeak makes the agent's pingers reconnect
