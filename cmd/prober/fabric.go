@@ -117,7 +117,11 @@ func (r *fabricRun) agentConfig(h lab.Host) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: %s\nclass: %s\nlisten: %s:9808\nlabels: {rack: %s, zone: %s, node: %s}\nlog: json\n",
 		h.Name, h.Class, h.Addr, h.Rack, h.Zone, h.Node)
-	fmt.Fprintf(&b, "probing:\n  interval: %s\n  timeout: 1s\n  window: %s\n  flows: 8\n  protocols: [icmp, tcp_syn]\n  maxProbesPerSecond: 1000\n  maxTargets: 32\ntargets:\n",
+	// The trace budget is higher than in production (30/min): a lab has
+	// no switch CPU to protect, and the demo should name a device in
+	// seconds, not after the periodic traces of a few minutes.
+	fmt.Fprintf(&b, "probing:\n  interval: %s\n  timeout: 1s\n  window: %s\n  flows: 8\n  protocols: [icmp, tcp_syn, http2_ping]\n"+
+		"  maxProbesPerSecond: 1000\n  maxTargets: 32\n  trace: {budgetPerMinute: 600}\ntargets:\n",
 		r.opts.interval, r.opts.window)
 	for _, t := range r.f.Hosts {
 		if t.Name == h.Name || (h.Class == lab.ClassNode && t.Class == lab.ClassPod) {
