@@ -27,6 +27,11 @@ const (
 	// FaultLBLoss drops Permille of every packet the LB receives: loss on
 	// the LB path only (seed 004).
 	FaultLBLoss = "lb-loss"
+	// FaultPodNodeLoss drops Permille of the packets pods send to node
+	// addresses, at every node's input: pod-to-node paths lose while
+	// pod-to-pod (forwarded by the node) and node-to-node do not, the
+	// hairpin seed 004 found beside its LB-path loss.
+	FaultPodNodeLoss = "pod-node-loss"
 	// FaultHostNIC drops Permille of packets in and out of Host's own
 	// NIC (eth0, in the host's namespace), a pod's traffic through its
 	// node's NIC included.
@@ -37,7 +42,7 @@ const (
 )
 
 // FaultKinds lists every kind, in the order the CLI documents them.
-var FaultKinds = []string{FaultDeviceLoss, FaultLinkLoss, FaultBlackhole, FaultLBForget, FaultLBLoss, FaultHostNIC, FaultPartition}
+var FaultKinds = []string{FaultDeviceLoss, FaultLinkLoss, FaultBlackhole, FaultLBForget, FaultLBLoss, FaultPodNodeLoss, FaultHostNIC, FaultPartition}
 
 // Fault is one injected failure. Only the fields its Kind uses may be set.
 type Fault struct {
@@ -123,6 +128,11 @@ func (f *Fabric) Check(ft Fault) error {
 		if ft.Kind == FaultLBLoss {
 			permille()
 		}
+	case FaultPodNodeLoss:
+		if f.Spec.PodsPerNode < 1 {
+			bad("kind: %s: this lab has no pods", ft.Kind)
+		}
+		permille()
 	case FaultHostNIC:
 		need("host")
 		if _, ok := f.Host(ft.Host); !ok {

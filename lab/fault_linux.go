@@ -59,6 +59,16 @@ func (f *Fabric) Inject(ctx context.Context, ft Fault) error {
 		}, prio: -150})
 	case FaultLBLoss:
 		err = addFault(ns(KindLB), ft.Kind, hookRules{prerouting: [][]expr.Any{rule(randomBelow(ft.Permille), []expr.Any{drop()})}})
+	case FaultPodNodeLoss:
+		var rules [][]expr.Any
+		for r := 1; r <= f.Spec.Racks; r++ {
+			rules = append(rules, rule(isIPv4(), ipIn(true, rackPodNet(r)), randomBelow(ft.Permille), []expr.Any{drop()}))
+		}
+		for _, n := range f.Nodes() {
+			if err = addFault(n.Namespace, ft.Kind, hookRules{input: rules}); err != nil {
+				break
+			}
+		}
 	case FaultHostNIC:
 		h, _ := f.Host(ft.Host)
 		loss := func(m []expr.Any) []expr.Any { return rule(m, randomBelow(ft.Permille), []expr.Any{drop()}) }

@@ -148,6 +148,7 @@ func runLabFault(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		"  blackhole   --device spine1 --mod 4\n"+
 		"  lb-forget\n"+
 		"  lb-loss     --permille 200\n"+
+		"  pod-node-loss --permille 100\n"+
 		"  host-nic    --host n21 --permille 300\n"+
 		"  partition   --zone z1 | --rack r1", stderr)
 	prefix := prefixFlag(fs)
