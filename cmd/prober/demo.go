@@ -232,6 +232,18 @@ func (a *demoAgent) observations(ctx context.Context) (api.Observations, error) 
 	return obs, json.NewDecoder(resp.Body).Decode(&obs)
 }
 
+// metrics returns the agent's /metrics exposition.
+func (a *demoAgent) metrics(ctx context.Context) (string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.url+"/metrics", nil)
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return "", a.failure(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
 func measure(ctx context.Context, agents []*demoAgent) (pairMeasure, error) {
 	m := pairMeasure{}
 	for _, a := range agents {

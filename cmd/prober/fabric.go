@@ -131,7 +131,8 @@ func (r *fabricRun) agentConfig(h lab.Host) string {
 			t.Name, t.Addr, t.Class, t.Rack, t.Zone, t.Node)
 	}
 	if h.Class == lab.ClassNode && r.f.VIP.IsValid() {
-		fmt.Fprintf(&b, "  - {name: vip, address: %s, class: lb, port: 9808}\n", r.f.VIP)
+		// The agents behind the VIP serve h2c; an lb target defaults to TLS.
+		fmt.Fprintf(&b, "  - {name: vip, address: %s, class: lb, port: 9808, http2: h2c}\n", r.f.VIP)
 	}
 	return b.String()
 }

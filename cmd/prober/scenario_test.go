@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/lab"
+	"github.com/netprober/prober/lab/labtest"
+	"github.com/netprober/prober/matrix"
+)
+
+// scenario is one fault of the suite: inject it, wait until the matrix
+// detects something (goal: 30 s) and until its top suspect is the right
+// one (goal: 90 s), clear it, wait until the matrix is clean again.
+type scenario struct {
+	name   string
+	faults []lab.Fault
+	// kind and name of the suspect the diagnosis must put first.
+	kind, suspect string
+	// check, when set, replaces the top-suspect test.
+	check func(d matrix.Diagnosis, s matrix.Snapshot) error
+}
+
+// TestScenarios is issue 6's suite: the default fabric (3 spines, 3 racks
+// of 3 nodes, a pod per node, an LB), an agent in every node and pod, the
+// matrix, and the seeds' faults one after the other on the same fabric.
+func TestScenarios(t *testing.T) {
+	labtest.NeedNetAdmin(t)
+	spec := lab.DefaultSpec()
+	spec.Prefix = labtest.Prefix(t)
+	const window = 15 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
+	defer cancel()
+	r, err := startFabric(ctx, fabricOptions{
+		exe: os.Args[0], env: []string{"PROBER_TEST_AS_MAIN=1"}, spec: spec,
+		interval: 500 * time.Millisecond, window: window, listen: "127.0.0.1:0",
+		out: testWriter{t, &strings.Builder{}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := r.close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}()
+
+	// Healthy first: two minutes with Linux's default ICMP rate limit on
+	// (the lab leaves it on) and no suspect at any round.
+	t.Run("healthy", func(t *testing.T) {
+		deadline := time.Now().Add(2 * time.Minute)
+		for time.Now().Before(deadline) {
+			if d := r.diagnosis(); len(d.Suspects) > 0 {
+				t.Fatalf("suspect in a healthy fabric: %+v", d.Suspects[0])
+			}
+			time.Sleep(time.Second)
+		}
+		if s := r.snapshot(); len(s.Groups) == 0 {
+			t.Fatal("the matrix has no cells after two minutes")
+		}
+	})
+
+	var results []string
+	for _, sc := range append(scenarios(), seedScenarios(ctx, r)...) {
+		t.Run(sc.name, func(t *testing.T) {
+			detect, localize, err := runScenario(ctx, r, sc)
+			results = append(results, fmt.Sprintf("%-28s detect %5.1fs  localize %5.1fs  %v", sc.name, detect.Seconds(), localize.Seconds(), errOrOK(err)))
+			if err != nil {
+				printDiagnosis(testWriter{t, &strings.Builder{}}, r.diagnosis())
+				t.Fatal(err)
+			}
+			if detect > 30*time.Second {
+				t.Errorf("detected after %v, goal 30s", detect)
+			}
+		})
+	}
+	t.Log("scenario results:\n" + strings.Join(results, "\n"))
+}
+
+func errOrOK(err error) string {
+	if err != nil {
+		return "FAIL: " + err.Error()
+	}
+	return "ok"
+}
+
+func runScenario(ctx context.Context, r *fabricRun, sc scenario) (detect, localize time.Duration, err error) {
+	for _, f := range sc.faults {
+		if err := r.f.Inject(ctx, f); err != nil {
+			return 0, 0, err
+		}
+	}
+	defer func() {
+		if cerr := r.f.Clear(ctx); cerr != nil && err == nil {
+			err = cerr
+		}
+		// The next scenario starts from a clean matrix.
+		_, werr := r.waitFor(ctx, 90*time.Second, "a clean matrix", func(d matrix.Diagnosis, s matrix.Snapshot) bool {
+			return len(d.Suspects) == 0 && !anyLoss(s)
+		})
+		if err == nil {
+			err = werr
+		}
+	}()
+	start := time.Now()
+	var detected time.Duration
+	check := sc.check
+	if check == nil {
+		check = func(d matrix.Diagnosis, _ matrix.Snapshot) error {
+			if len(d.Suspects) == 0 {
+				return fmt.Errorf("no suspect")
+			}
+			if top := d.Suspects[0]; top.Kind != sc.kind || top.Name != sc.suspect {
+				return fmt.Errorf("top suspect %s %q, want %s %q", top.Kind, top.Name, sc.kind, sc.suspect)
+			}
+			return nil
+		}
+	}
+	var last error
+	_, err = r.waitFor(ctx, 90*time.Second, sc.name, func(d matrix.Diagnosis, s matrix.Snapshot) bool {
+		// Only rounds computed after the fault count.
+		if detected == 0 && s.Time.After(start) && (len(d.Suspects) > 0 || anyLoss(s)) {
+			detected = time.Since(start)
+		}
+		last = check(d, s)
+		return last == nil
+	})
+	if err != nil {
+		return detected, time.Since(start), fmt.Errorf("%w: %v", err, last)
+	}
+	return detected, time.Since(start), nil
+}
+
+// anyLoss reports whether some cell of the matrix lost probes.
+func anyLoss(s matrix.Snapshot) bool {
+	return slices.ContainsFunc(s.Groups, func(c matrix.Cell) bool { return c.Lost > 0 })
+}
+
+func scenarios() []scenario {
+	return []scenario{
+		{name: "lossy spine 5%", faults: []lab.Fault{{Kind: lab.FaultDeviceLoss, Device: "spine2", Permille: 50}}, kind: matrix.KindDevice, suspect: "spine2"},
+		{name: "lossy spine 1%", faults: []lab.Fault{{Kind: lab.FaultDeviceLoss, Device: "spine3", Permille: 10}}, kind: matrix.KindDevice, suspect: "spine3"},
+		{name: "lossy ToR", faults: []lab.Fault{{Kind: lab.FaultDeviceLoss, Device: "tor2", Permille: 50}}, kind: matrix.KindDevice, suspect: "tor2"},
+		{name: "lossy link", faults: []lab.Fault{{Kind: lab.FaultLinkLoss, From: "spine1", To: "tor3", Permille: 50}}, kind: matrix.KindLink, suspect: "spine1->tor3"},
+		{name: "5-tuple black hole at a spine", faults: []lab.Fault{{Kind: lab.FaultBlackhole, Device: "spine1", Mod: 4}}, kind: matrix.KindDevice, suspect: "spine1"},
+		{name: "bad host NIC", faults: []lab.Fault{{Kind: lab.FaultHostNIC, Host: "n22", Permille: 100}}, kind: matrix.KindHost, suspect: "n22"},
+	}
+}
+
+// seedScenarios are the incidents of ../shared/seeds, with checks of their
+// own.
+func seedScenarios(ctx context.Context, r *fabricRun) []scenario {
+	agent := func(name string) *demoAgent {
+		for _, a := range r.agents {
+			if a.name == name {
+				return a
+			}
+		}
+		panic("no agent " + name)
+	}
+	return []scenario{
+		{
+			// Seed 001: the LB scaled out and forgot the connections that
+			// were open; new ones worked.
+			name:   "seed 001: LB forgets flows",
+			faults: []lab.Fault{{Kind: lab.FaultLBForget}},
+			check: func(d matrix.Diagnosis, s matrix.Snapshot) error {
+				obs, err := agent("n11").observations(ctx)
+				if err != nil {
+					return err
+				}
+				i := slices.IndexFunc(obs.Targets, func(t api.Target) bool { return t.Class == "lb" })
+				if i < 0 || !obs.Targets[i].EstablishedFlowBlackhole || obs.Targets[i].Path != "node_to_lb" {
+					return fmt.Errorf("n11 reports no established-flow black hole on node_to_lb")
+				}
+				if l := pathLoss(s, "node_to_lb", "tcp_syn"); l.Lost > 0 {
+					return fmt.Errorf("tcp_syn to the VIP lost %d of %d: new flows must pass", l.Lost, l.Sent)
+				}
+				if !slices.ContainsFunc(d.Suspects, func(s matrix.Suspect) bool { return s.Kind == matrix.KindLB }) {
+					return fmt.Errorf("no suspect of kind lb")
+				}
+				return nil
+			},
+		},
+		{
+			// Seed 004: node->LB and pod->node lose, node->node and
+			// pod->pod do not.
+			name:   "seed 004: LB path and pod->node",
+			faults: []lab.Fault{{Kind: lab.FaultLBLoss, Permille: 100}, {Kind: lab.FaultPodNodeLoss, Permille: 100}},
+			check: func(d matrix.Diagnosis, s matrix.Snapshot) error {
+				for _, p := range []struct {
+					path  string
+					lossy bool
+				}{{"node_to_lb", true}, {"pod_to_node", true}, {"node_to_node", false}, {"pod_to_pod", false}} {
+					l := pathLoss(s, p.path, "tcp_syn")
+					if l.Sent < 200 {
+						return fmt.Errorf("%s: only %d probes", p.path, l.Sent)
+					}
+					if p.lossy != (l.LossRatio > 0.02) || (!p.lossy && l.LossRatio > 0.005) {
+						return fmt.Errorf("%s: loss %.2f%%, want lossy=%v", p.path, 100*l.LossRatio, p.lossy)
+					}
+				}
+				if !slices.ContainsFunc(d.Suspects, func(s matrix.Suspect) bool { return s.Kind == matrix.KindLB || s.Name == "lb" }) {
+					return fmt.Errorf("the diagnosis does not name the LB")
+				}
+				return nil
+			},
+		},
+		{
+			// Seed 000: a zone lost its network; HTTP/2 connections into it
+			// hung. Zone z3, so the matrix (pulling from n11) still sees
+			// the rest.
+			name:   "seed 000: zone partition",
+			faults: []lab.Fault{{Kind: lab.FaultPartition, Zone: "z3"}},
+			check: func(d matrix.Diagnosis, s matrix.Snapshot) error {
+				m, err := agent("n21").metrics(ctx)
+				if err != nil {
+					return err
+				}
+				for _, target := range []string{"n31", "n32", "n33"} {
+					if !hasPositive(m, "prober_http2_connection_resets_total", `reason="ping_timeout"`, `target="`+target+`"`) {
+						return fmt.Errorf("n21's http2 connection to %s not declared dead (ping_timeout)", target)
+					}
+				}
+				for _, c := range s.Groups {
+					if c.Path != "node_to_node" || c.Protocol != "tcp_syn" || c.Sent == 0 {
+						continue
+					}
+					into := strings.HasPrefix(c.Target, "n3") && !strings.HasPrefix(c.Source, "n3")
+					if into && c.LossRatio < 0.5 {
+						return fmt.Errorf("%s -> %s loses %.0f%%: the partition must show", c.Source, c.Target, 100*c.LossRatio)
+					}
+					if !into && !strings.HasPrefix(c.Source, "n3") && c.Lost > 0 {
+						return fmt.Errorf("%s -> %s outside the partition loses %d", c.Source, c.Target, c.Lost)
+					}
+				}
+				return nil
+			},
+		},
+	}
+}
+
+// pathLoss sums the snapshot's cells of one path class and protocol.
+func pathLoss(s matrix.Snapshot, path, proto string) matrix.Cell {
+	var sum matrix.Cell
+	for _, c := range s.Groups {
+		if c.Path == path && c.Protocol == proto {
+			sum.Sent += c.Sent
+			sum.Lost += c.Lost
+		}
+	}
+	if sum.Sent > 0 {
+		sum.LossRatio = float64(sum.Lost) / float64(sum.Sent)
+	}
+	return sum
+}
+
+// hasPositive reports whether the exposition has a sample of metric with
+// all the label matchers and a value above 0.
+func hasPositive(exposition, metric string, labels ...string) bool {
+	for _, line := range strings.Split(exposition, "\n") {
+		if !strings.HasPrefix(line, metric+"{") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if i := strings.LastIndexByte(line, ' '); ok && i > 0 && line[i+1:] != "0" {
+			return true
+		}
+	}
+	return false
+}
