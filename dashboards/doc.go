@@ -1,10 +1,10 @@
 // Package dashboards holds prober's Grafana dashboards (*.json, the source
 // of truth, edited in Grafana or by hand) and the tests that prove them and
-// the alert rules (../deploy/prometheus-rules.plain.yaml) against a real
+// the alert rules (alerts.yaml) against a real
 // Prometheus scraping real agents and a real matrix.
 //
 // The Kubernetes manifests that carry them, ../deploy/grafana-dashboards.yaml
-// and ../deploy/prometheus-rules.yaml, are generated: run `go generate
+// and ../deploy/optional/prometheus-rules.yaml, are generated: run `go generate
 // ./dashboards` after editing a dashboard or a rule. A test fails while a
 // manifest differs from what its sources generate.
 package dashboards
