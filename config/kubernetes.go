@@ -77,24 +77,34 @@ var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 // selectors are parsed by package peers at start (config does not import
 // k8s.io/*); here they only have to be set.
 func (c *Agent) validateDiscovery(bad func(field, format string, args ...any)) {
-	switch c.Discovery {
-	case DiscoveryStatic:
-		if c.Kubernetes != nil {
-			bad("kubernetes", "set, but discovery is static (add discovery: kubernetes)")
-		}
-		return
-	case DiscoveryKubernetes:
-	default:
-		bad("discovery", "%q not one of static, kubernetes", c.Discovery)
+	if !validateDiscoveryKind(c.Discovery, c.Kubernetes, bad) {
 		return
 	}
-	// Discovered peers replace the whole target set, so static targets
-	// beside them would vanish at the first snapshot: refuse them rather
-	// than drop them silently.
 	if len(c.Targets) > 0 {
 		bad("targets", "must be empty with discovery: kubernetes (the external API server address goes in kubernetes.apiServerLB)")
 	}
-	k := c.Kubernetes
+	c.Kubernetes.validate(bad)
+}
+
+// validateDiscoveryKind checks discovery against the kubernetes block and
+// reports whether discovery is kubernetes (so the block is to be checked).
+func validateDiscoveryKind(discovery string, k *Kubernetes, bad func(field, format string, args ...any)) bool {
+	switch discovery {
+	case DiscoveryStatic:
+		if k != nil {
+			bad("kubernetes", "set, but discovery is static (add discovery: kubernetes)")
+		}
+		return false
+	case DiscoveryKubernetes:
+		return true
+	default:
+		bad("discovery", "%q not one of static, kubernetes", discovery)
+		return false
+	}
+}
+
+// validate checks the kubernetes block; SetDefaults has run.
+func (k *Kubernetes) validate(bad func(field, format string, args ...any)) {
 	if !dnsLabel.MatchString(k.Namespace) {
 		bad("kubernetes.namespace", "%q is not a namespace name", k.Namespace)
 	}

@@ -12,8 +12,14 @@ import (
 type Matrix struct {
 	// Listen serves /metrics, /api/v1/matrix, /api/v1/diagnosis and /.
 	Listen string `json:"listen"`
-	// Agents are the agents' base URLs (http://198.18.1.11:9808).
-	Agents []string `json:"agents"`
+	// Agents are the agents' base URLs (http://198.18.1.11:9808), with
+	// static discovery.
+	Agents []string `json:"agents,omitempty"`
+	// Discovery is where the agents come from: static (default, Agents)
+	// or kubernetes (the prober pods and nodes with a Ready agent, found
+	// by the same informers the agents use).
+	Discovery  string      `json:"discovery,omitempty"`
+	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
 	// GroupBy is node, or an agent label key such as rack or zone.
 	GroupBy string `json:"groupBy,omitempty"`
 	// Interval is how often every agent is pulled and the matrix
@@ -56,6 +62,15 @@ func ParseMatrix(name string, b []byte) (*Matrix, error) { return parse[Matrix](
 
 // SetDefaults fills every unset field.
 func (c *Matrix) SetDefaults() {
+	if c.Discovery == "" {
+		c.Discovery = DiscoveryStatic
+	}
+	if c.Discovery == DiscoveryKubernetes {
+		if c.Kubernetes == nil {
+			c.Kubernetes = &Kubernetes{}
+		}
+		c.Kubernetes.SetDefaults()
+	}
 	if c.GroupBy == "" {
 		c.GroupBy = "node"
 	}
@@ -79,6 +94,10 @@ func (c *Matrix) SetDefaults() {
 	}
 }
 
+// KubernetesDiscovery reports whether the matrix finds its agents in the
+// cluster.
+func (c *Matrix) KubernetesDiscovery() bool { return c.Discovery == DiscoveryKubernetes }
+
 // Validate reports every problem, joined.
 func (c *Matrix) Validate() error {
 	var errs []error
@@ -90,8 +109,13 @@ func (c *Matrix) Validate() error {
 	} else if _, err := netip.ParseAddrPort(c.Listen); err != nil {
 		bad("listen", "%q is not an IP:port (%v)", c.Listen, err)
 	}
-	if len(c.Agents) == 0 {
-		bad("agents", "required: the agents' base URLs, such as http://198.18.1.11:9808")
+	if validateDiscoveryKind(c.Discovery, c.Kubernetes, bad) {
+		if len(c.Agents) > 0 {
+			bad("agents", "must be empty with discovery: kubernetes (the matrix finds the agents)")
+		}
+		c.Kubernetes.validate(bad)
+	} else if len(c.Agents) == 0 && c.Discovery == DiscoveryStatic {
+		bad("agents", "required: the agents' base URLs, such as http://198.18.1.11:9808 (or discovery: kubernetes)")
 	}
 	seen := map[string]int{}
 	for i, a := range c.Agents {

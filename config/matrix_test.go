@@ -17,6 +17,17 @@ func TestMatrixGood(t *testing.T) {
 	}
 }
 
+func TestMatrixKubernetes(t *testing.T) {
+	t.Parallel()
+	c, err := ParseMatrix("m.yaml", []byte("listen: 0.0.0.0:9809\ndiscovery: kubernetes\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.KubernetesDiscovery() || c.Kubernetes.Namespace != DefaultNamespace || c.Kubernetes.AgentPort != DefaultPort {
+		t.Errorf("kubernetes defaults: %+v", c.Kubernetes)
+	}
+}
+
 func TestMatrixBad(t *testing.T) {
 	t.Parallel()
 	cases := map[string]struct{ yaml, want string }{
@@ -29,6 +40,10 @@ func TestMatrixBad(t *testing.T) {
 		"timeout":       {"listen: 198.18.1.11:9809\nagents: [http://a:1]\ninterval: 1s\ntimeout: 2s\n", "timeout"},
 		"window":        {"listen: 198.18.1.11:9809\nagents: [http://a:1]\ninterval: 10s\nwindow: 5s\n", "window"},
 		"listen":        {"listen: nowhere\nagents: [http://a:1]\n", "listen"},
+		"kube + agents": {"listen: 198.18.1.11:9809\ndiscovery: kubernetes\nagents: [http://a:1]\n", "agents: must be empty"},
+		"kube block":    {"listen: 198.18.1.11:9809\nagents: [http://a:1]\nkubernetes: {namespace: x}\n", "kubernetes: set, but discovery is static"},
+		"kube ns":       {"listen: 198.18.1.11:9809\ndiscovery: kubernetes\nkubernetes: {namespace: Not_A_Name}\n", "kubernetes.namespace"},
+		"discovery":     {"listen: 198.18.1.11:9809\ndiscovery: consul\n", "discovery"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -54,7 +54,7 @@ func (h *Hub) matrixView() matrixView {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	v := matrixView{Snapshot: h.snap, IntervalSeconds: h.cfg.Interval.D().Seconds(), Pulls: []pull{}}
-	for _, u := range h.cfg.Agents {
+	for _, u := range h.agents {
 		if p := h.pulls[u]; p != nil {
 			v.Pulls = append(v.Pulls, *p)
 		} else {

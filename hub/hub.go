@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,7 @@ type Hub struct {
 	m      *matrix.Matrix
 	snap   matrix.Snapshot
 	diag   matrix.Diagnosis
+	agents []string         // base URLs pulled each round
 	pulls  map[string]*pull // by agent URL
 	rounds atomic.Uint64
 }
@@ -78,8 +80,8 @@ func New(cfg *config.Matrix, logger *slog.Logger, opts Options) (*Hub, error) {
 	}
 	h := &Hub{
 		cfg: cfg, log: logger, m: m, now: time.Now,
-		reg:   prometheus.NewRegistry(),
-		pulls: map[string]*pull{},
+		reg:    prometheus.NewRegistry(),
+		pulls:  map[string]*pull{},
 		client: &http.Client{Timeout: cfg.Timeout.D(), Transport: opts.Transport},
 	}
 	if h.client.Transport == nil {
@@ -90,6 +92,7 @@ func New(cfg *config.Matrix, logger *slog.Logger, opts Options) (*Hub, error) {
 		}
 	}
 	h.diag.Suspects = []matrix.Suspect{}
+	h.agents = slices.Clone(cfg.Agents)
 	h.met = newHubMetrics(h.reg, h)
 	if h.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
@@ -131,7 +134,7 @@ func (h *Hub) Run(ctx context.Context) error {
 			}
 		}
 	})
-	h.log.Info("matrix started", "listen", h.ln.Addr().String(), "agents", len(h.cfg.Agents),
+	h.log.Info("matrix started", "listen", h.ln.Addr().String(), "agents", len(h.agentURLs()),
 		"group_by", h.cfg.GroupBy, "interval", h.cfg.Interval.D().String())
 	return g.Wait()
 }
@@ -140,11 +143,12 @@ func (h *Hub) Run(ctx context.Context) error {
 // diagnosis.
 func (h *Hub) Round(ctx context.Context) {
 	start := time.Now()
-	results := make([]*pull, len(h.cfg.Agents))
-	obs := make([]*api.Observations, len(h.cfg.Agents))
+	agents := h.agentURLs()
+	results := make([]*pull, len(agents))
+	obs := make([]*api.Observations, len(agents))
 	sem := make(chan struct{}, h.cfg.Concurrency)
 	var wg sync.WaitGroup
-	for i, u := range h.cfg.Agents {
+	for i, u := range agents {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -238,6 +242,32 @@ func (h *Hub) fetch(ctx context.Context, base string) (*api.Observations, *pull)
 	}
 	p.OK, p.Agent, p.At = true, obs.Agent.Name, h.now()
 	return &obs, p
+}
+
+// SetAgents replaces the agents pulled from the next round on (discovery
+// calls it with each snapshot). An agent that leaves is forgotten at once:
+// it is gone, not missing, and its last report must not linger.
+func (h *Hub) SetAgents(urls []string) {
+	urls = slices.Clone(urls)
+	slices.Sort(urls)
+	urls = slices.Compact(urls)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for u, p := range h.pulls {
+		if !slices.Contains(urls, u) {
+			if p.Agent != "" {
+				h.m.Forget(p.Agent)
+			}
+			delete(h.pulls, u)
+		}
+	}
+	h.agents = urls
+}
+
+func (h *Hub) agentURLs() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.agents
 }
 
 // Snapshot returns the latest matrix.

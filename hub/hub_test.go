@@ -188,3 +188,30 @@ func get(t *testing.T, url string) string {
 	}
 	return string(b)
 }
+
+func TestSetAgents(t *testing.T) {
+	a := agentServer(t, report("n11", "r1", map[string]string{"n21": "r2"}, 100, 0), 0, 200)
+	b := agentServer(t, report("n21", "r2", map[string]string{"n11": "r1"}, 100, 0), 0, 200)
+	h := newTestHub(t, []string{a}, "node")
+	h.Round(context.Background())
+	if got := len(h.Snapshot().Groups); got != 1 {
+		t.Fatalf("one agent: %d cells, want 1", got)
+	}
+	h.SetAgents([]string{a, b, b})
+	h.Round(context.Background())
+	if got := len(h.matrixView().Pulls); got != 2 {
+		t.Errorf("%d pulls after adding an agent (listed twice), want 2", got)
+	}
+	if got := len(h.Snapshot().Groups); got != 2 {
+		t.Errorf("two agents: %d cells, want 2", got)
+	}
+	h.SetAgents([]string{b})
+	h.Round(context.Background())
+	s := h.Snapshot()
+	if len(s.Groups) != 1 || s.Groups[0].Source != "n21" {
+		t.Errorf("after n11 left: cells %+v, want only n21's", s.Groups)
+	}
+	if len(h.matrixView().Pulls) != 1 {
+		t.Error("a departed agent is still listed")
+	}
+}

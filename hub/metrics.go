@@ -87,7 +87,7 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.suspectLoss, prometheus.GaugeValue, s.EstimatedLoss, s.Kind, s.Name)
 	}
 	var reporting, missing float64
-	for _, u := range h.cfg.Agents {
+	for _, u := range h.agents {
 		if p := h.pulls[u]; p != nil && p.OK {
 			reporting++
 		} else {

@@ -20,16 +20,25 @@ func runMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	}
 	if cc.check {
-		fmt.Fprintf(stdout, "%s: ok (%d agents, groupBy %s)\n", cc.path, len(cfg.Agents), cfg.GroupBy)
+		agents := fmt.Sprintf("%d agents", len(cfg.Agents))
+		if cfg.KubernetesDiscovery() {
+			agents = "agents from kubernetes discovery"
+		}
+		fmt.Fprintf(stdout, "%s: ok (%s, groupBy %s)\n", cc.path, agents, cfg.GroupBy)
 		return exitOK
 	}
 	log := newLogger(cfg.Log, cc.level, stderr)
+	d, err := newMatrixDiscovery(cfg, log)
+	if err != nil {
+		log.Error("matrix start", "err", err)
+		return exitRuntime
+	}
 	h, err := hub.New(cfg, log, hub.Options{})
 	if err != nil {
 		log.Error("matrix start", "err", err)
 		return exitRuntime
 	}
-	if err := h.Run(ctx); err != nil {
+	if err := runMatrixWithDiscovery(ctx, h, d, log); err != nil {
 		log.Error("matrix", "err", err)
 		return exitRuntime
 	}

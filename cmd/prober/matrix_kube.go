@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/netprober/prober/agent"
+	"github.com/netprober/prober/config"
+	"github.com/netprober/prober/hub"
+	"github.com/netprober/prober/peers"
+)
+
+// newMatrixDiscovery prepares discovery: kubernetes for the matrix, nil
+// for static agents. The matrix watches the same objects as the agents:
+// Nodes with a Ready node agent (hostNetwork, at the node's address) and
+// Ready pods of the pod DaemonSet.
+func newMatrixDiscovery(cfg *config.Matrix, log *slog.Logger) (*peers.Discovery, error) {
+	if !cfg.KubernetesDiscovery() {
+		return nil, nil
+	}
+	k := cfg.Kubernetes
+	client, err := peers.NewClient(k.Kubeconfig, "prober-matrix/"+agent.Version)
+	if err != nil {
+		return nil, err
+	}
+	return peers.New(client, peers.Config{
+		Namespace:         k.Namespace,
+		NodeAgentSelector: k.NodeAgentSelector,
+		PodAgentSelector:  k.PodAgentSelector,
+		RackLabel:         k.RackLabel,
+		AgentPort:         uint16(k.AgentPort),
+	}, log)
+}
+
+// agentURLs are the base URLs of the agents in a peer snapshot: node and
+// pod peers on which a Ready agent runs. LB peers are targets, not agents.
+func agentURLs(ps []peers.Peer) []string {
+	var urls []string
+	for _, p := range ps {
+		if !p.Agent || (p.Class != peers.ClassNode && p.Class != peers.ClassPod) {
+			continue
+		}
+		urls = append(urls, "http://"+netip.AddrPortFrom(p.Addr, p.Port).String())
+	}
+	return urls
+}
+
+// runMatrixWithDiscovery runs the hub; with discovery, each snapshot
+// replaces the agents it pulls.
+func runMatrixWithDiscovery(ctx context.Context, h *hub.Hub, d *peers.Discovery, log *slog.Logger) error {
+	if d == nil {
+		return h.Run(ctx)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return h.Run(gctx) })
+	g.Go(func() error {
+		err := d.Run(gctx, func(ps []peers.Peer) {
+			urls := agentURLs(ps)
+			log.Info("agents from discovery", "peers", len(ps), "agents", len(urls))
+			h.SetAgents(urls)
+		})
+		if gctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("discovery: %w", err)
+		}
+		return nil
+	})
+	return g.Wait()
+}
