@@ -1,9 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"net/netip"
 
@@ -12,6 +12,7 @@ import (
 	"github.com/netprober/prober/agent"
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/peers"
+	"github.com/netprober/prober/plan"
 )
 
 // newDiscovery prepares discovery: kubernetes, nil for static discovery.
@@ -68,7 +69,7 @@ func runWithDiscovery(ctx context.Context, a *agent.Agent, d *peers.Discovery, c
 	g.Go(func() error { return a.Run(gctx) })
 	g.Go(func() error {
 		err := d.Run(gctx, func(ps []peers.Peer) {
-			ts := planTargets(cfg.Name, cfg.SourceAddr(), ps, cfg.Probing.MaxTargets)
+			ts := planTargets(cfg.Name, cfg.Class, cfg.Labels[peers.LabelNode], cfg.SourceAddr(), ps, cfg.Probing.MaxTargets)
 			log.Info("targets from discovery", "peers", len(ps), "targets", len(ts))
 			if err := a.SetTargets(gctx, ts); err != nil {
 				log.Warn("targets", "err", err)
@@ -82,48 +83,51 @@ func runWithDiscovery(ctx context.Context, a *agent.Agent, d *peers.Discovery, c
 	return g.Wait()
 }
 
-// planTargets picks at most max targets from a snapshot, leaving out the
-// agent itself (by name or by address: a node agent's own Node, a pod
-// agent's own Pod). Every LB first, then node and pod peers alternately,
-// each list entered at an offset hashed from the agent's name, so that in
-// a cluster larger than max the agents spread over the peers instead of
-// all probing the alphabetically first ones.
-func planTargets(self string, src netip.Addr, ps []peers.Peer, max int) []agent.Target {
-	var lbs, nodes, pods []peers.Peer
+// planTargets is the agent's share of the Pingmesh-style probe plan
+// (package plan) over a peer snapshot: every LB, every node of its own rack
+// and node i of every other rack (node->node, node->LB); a pod agent also
+// plans over the pods the same way (pod->pod), besides the nodes
+// (pod->node, its own node included). Every agent computes the same plan from the same snapshot,
+// whatever its order. The agent itself is left out by name or address (a
+// node agent's own Node, a pod agent's own Pod); at most max targets, LBs
+// first.
+func planTargets(self, class, node string, src netip.Addr, ps []peers.Peer, max int) []agent.Target {
+	group := func(p peers.Peer) string { return cmp.Or(p.Labels[peers.LabelRack], p.Labels[peers.LabelZone]) }
+	byName := map[string]peers.Peer{}
+	var nodesAndLBs, pods []plan.Peer
+	rack := ""
 	for _, p := range ps {
+		if p.Class == peers.ClassNode && p.Name == node {
+			rack = group(p)
+		}
 		if p.Name == self || p.Addr == src {
 			continue
 		}
-		switch p.Class {
-		case peers.ClassLB:
-			lbs = append(lbs, p)
-		case peers.ClassNode:
-			nodes = append(nodes, p)
-		case peers.ClassPod:
-			pods = append(pods, p)
+		byName[p.Name] = p
+		pp := plan.Peer{Name: p.Name, Address: p.Addr.String(), Class: p.Class, Group: group(p)}
+		if p.Class == peers.ClassPod {
+			pods = append(pods, pp)
+		} else {
+			nodesAndLBs = append(nodesAndLBs, pp)
 		}
 	}
-	h := fnv.New32a()
-	h.Write([]byte(self))
-	off := int(h.Sum32() & 0x7fffffff)
-	out := make([]agent.Target, 0, min(max, len(lbs)+len(nodes)+len(pods)))
-	add := func(p peers.Peer) bool {
-		if len(out) >= max {
-			return false
+	me := plan.Peer{Name: self, Class: class, Group: rack}
+	var chosen []plan.Peer
+	if class == config.ClassPod {
+		// Nodes as seen from the pod's node (its index in the rack picks
+		// node i elsewhere), then the pod's own node, then the pods.
+		chosen = plan.Plan(plan.Peer{Name: node, Class: class, Group: rack}, nodesAndLBs, plan.Options{})
+		if own, ok := byName[node]; ok {
+			chosen = append(chosen, plan.Peer{Name: own.Name})
 		}
+		chosen = append(chosen, plan.Plan(me, pods, plan.Options{})...)
+	} else {
+		chosen = plan.Plan(me, nodesAndLBs, plan.Options{})
+	}
+	out := make([]agent.Target, 0, min(max, len(chosen)))
+	for _, c := range chosen[:min(max, len(chosen))] {
+		p := byName[c.Name]
 		out = append(out, agent.Target{Name: p.Name, Addr: p.Addr, Class: p.Class, Port: p.Port, Labels: p.Labels})
-		return true
-	}
-	for _, p := range lbs {
-		add(p)
-	}
-	for i := 0; i < len(nodes) || i < len(pods); i++ {
-		if i < len(nodes) && !add(nodes[(off+i)%len(nodes)]) {
-			break
-		}
-		if i < len(pods) && !add(pods[(off+i)%len(pods)]) {
-			break
-		}
 	}
 	return out
 }

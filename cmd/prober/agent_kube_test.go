@@ -5,51 +5,57 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"testing"
 
+	"github.com/netprober/prober/agent"
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/peers"
 )
 
 func TestPlanTargets(t *testing.T) {
 	t.Parallel()
+	// 3 racks of 4 nodes with a pod each, and the API server's LB. RFC 5737
+	// addresses: nothing is dialled.
 	var ps []peers.Peer
-	for i := range 10 {
-		ps = append(ps, peers.Peer{Name: fmt.Sprintf("n%d", i), Class: peers.ClassNode, Addr: netip.AddrFrom4([4]byte{192, 0, 2, byte(i + 1)}), Port: 9808})
-		ps = append(ps, peers.Peer{Name: fmt.Sprintf("p%d", i), Class: peers.ClassPod, Addr: netip.AddrFrom4([4]byte{198, 51, 100, byte(i + 1)}), Port: 9808})
+	for r := 1; r <= 3; r++ {
+		for n := 1; n <= 4; n++ {
+			labels := map[string]string{"rack": fmt.Sprintf("r%d", r), "node": fmt.Sprintf("n%d%d", r, n)}
+			ps = append(ps,
+				peers.Peer{Name: fmt.Sprintf("n%d%d", r, n), Class: peers.ClassNode, Addr: netip.AddrFrom4([4]byte{192, 0, 2, byte(10*r + n)}), Port: 9808, Labels: labels, Agent: true},
+				peers.Peer{Name: fmt.Sprintf("p%d%d", r, n), Class: peers.ClassPod, Addr: netip.AddrFrom4([4]byte{198, 51, 100, byte(10*r + n)}), Port: 9808, Labels: labels, Agent: true})
+		}
 	}
 	ps = append(ps, peers.Peer{Name: "default/kubernetes", Class: peers.ClassLB, Addr: netip.MustParseAddr("203.0.113.1"), Port: 443})
+	names := func(ts []agent.Target) []string {
+		var out []string
+		for _, tg := range ts {
+			out = append(out, tg.Name)
+		}
+		return out
+	}
 
-	all := planTargets("n3", netip.MustParseAddr("192.0.2.4"), ps, 256)
-	if len(all) != 20 {
-		t.Fatalf("uncapped: %d targets, want 20 (21 peers minus self)", len(all))
+	// Node agent n12 (index 1 in r1): the LB, its rack's other nodes, node
+	// 1 of r2 and r3; no pods.
+	node := names(planTargets("n12", "node", "n12", netip.MustParseAddr("192.0.2.12"), ps, 256))
+	if want := []string{"default/kubernetes", "n11", "n13", "n14", "n22", "n32"}; !slices.Equal(node, want) {
+		t.Errorf("node agent n12 plans %v, want %v", node, want)
 	}
-	if all[0].Name != "default/kubernetes" {
-		t.Errorf("first target %s, want the LB first", all[0].Name)
+	// Pod agent p12 on n12: the nodes n12 plans and n12 itself (pod->node),
+	// then the pods the same way (pod->pod); never its own pod.
+	pod := names(planTargets("p12", "pod", "n12", netip.MustParseAddr("198.51.100.12"), ps, 256))
+	if want := []string{"default/kubernetes", "n11", "n13", "n14", "n22", "n32", "n12", "p11", "p13", "p14", "p22", "p32"}; !slices.Equal(pod, want) {
+		t.Errorf("pod agent p12 plans %v, want %v", pod, want)
 	}
-	for _, tg := range all {
-		if tg.Name == "n3" {
-			t.Error("the agent plans itself")
-		}
+	// The same snapshot in another order gives the same plan.
+	rev := slices.Clone(ps)
+	slices.Reverse(rev)
+	if got := names(planTargets("n12", "node", "n12", netip.MustParseAddr("192.0.2.12"), rev, 256)); !slices.Equal(got, node) {
+		t.Errorf("reordered snapshot: %v, want %v", got, node)
 	}
-	// A pod agent leaves its own pod out by address.
-	for _, tg := range planTargets("p5", netip.MustParseAddr("198.51.100.6"), ps, 256) {
-		if tg.Name == "p5" {
-			t.Error("the pod agent plans its own pod")
-		}
-	}
-	// Capped: LB, then nodes and pods alternately, from a per-agent offset.
-	capped := planTargets("n3", netip.MustParseAddr("192.0.2.4"), ps, 5)
-	classes := ""
-	for _, tg := range capped {
-		classes += tg.Class[:1]
-	}
-	if classes != "lnpnp" {
-		t.Errorf("capped classes %q, want lnpnp", classes)
-	}
-	other := planTargets("n7", netip.MustParseAddr("192.0.2.8"), ps, 5)
-	if capped[1].Name == other[1].Name && capped[2].Name == other[2].Name {
-		t.Errorf("agents n3 and n7 start at the same peers %s, %s: no spread", capped[1].Name, capped[2].Name)
+	// Capped: the LB first.
+	if got := names(planTargets("n12", "node", "n12", netip.MustParseAddr("192.0.2.12"), ps, 2)); !slices.Equal(got, []string{"default/kubernetes", "n11"}) {
+		t.Errorf("capped at 2: %v", got)
 	}
 }
 
