@@ -49,36 +49,50 @@ func newDiscovery(cfg *config.Agent, getenv func(string) string, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	return peers.New(client, peers.Config{
+	return peers.New(client, peersConfig(k), log)
+}
+
+// peersConfig is discovery's config from a kubernetes block.
+func peersConfig(k *config.Kubernetes) peers.Config {
+	return peers.Config{
 		Namespace:         k.Namespace,
 		NodeAgentSelector: k.NodeAgentSelector,
 		PodAgentSelector:  k.PodAgentSelector,
 		RackLabel:         k.RackLabel,
 		AgentPort:         uint16(k.AgentPort),
 		APIServerLB:       k.APIServerLBAddr(),
-	}, log)
+	}
 }
 
 // runWithDiscovery probes until ctx ends; with discovery, every peer snapshot
 // replaces the agent's targets.
 func runWithDiscovery(ctx context.Context, a *agent.Agent, d *peers.Discovery, cfg *config.Agent, log *slog.Logger) error {
+	return runDiscovering(ctx, a.Run, d, func(ctx context.Context, ps []peers.Peer) {
+		ts := planTargets(cfg.Name, cfg.Class, cfg.Labels[peers.LabelNode], cfg.SourceAddr(), ps, cfg.Probing.MaxTargets)
+		log.Info("targets from discovery", "peers", len(ps), "targets", len(ts))
+		if err := a.SetTargets(ctx, ts); err != nil {
+			log.Warn("targets", "err", err)
+		}
+	})
+}
+
+// runDiscovering runs run until ctx ends and, with discovery (d not nil),
+// hands it every peer snapshot through emit.
+func runDiscovering(ctx context.Context, run func(context.Context) error, d *peers.Discovery, emit func(context.Context, []peers.Peer)) error {
 	if d == nil {
-		return a.Run(ctx)
+		return run(ctx)
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return a.Run(gctx) })
+	g.Go(func() error { return run(gctx) })
 	g.Go(func() error {
-		err := d.Run(gctx, func(ps []peers.Peer) {
-			ts := planTargets(cfg.Name, cfg.Class, cfg.Labels[peers.LabelNode], cfg.SourceAddr(), ps, cfg.Probing.MaxTargets)
-			log.Info("targets from discovery", "peers", len(ps), "targets", len(ts))
-			if err := a.SetTargets(gctx, ts); err != nil {
-				log.Warn("targets", "err", err)
-			}
-		})
+		err := d.Run(gctx, func(ps []peers.Peer) { emit(gctx, ps) })
 		if gctx.Err() != nil {
 			return nil // shutting down, not a discovery failure
 		}
-		return err
+		if err != nil {
+			return fmt.Errorf("discovery: %w", err)
+		}
+		return nil
 	})
 	return g.Wait()
 }

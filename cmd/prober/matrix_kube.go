@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/netip"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/netprober/prober/agent"
 	"github.com/netprober/prober/config"
@@ -27,13 +24,9 @@ func newMatrixDiscovery(cfg *config.Matrix, log *slog.Logger) (*peers.Discovery,
 	if err != nil {
 		return nil, err
 	}
-	return peers.New(client, peers.Config{
-		Namespace:         k.Namespace,
-		NodeAgentSelector: k.NodeAgentSelector,
-		PodAgentSelector:  k.PodAgentSelector,
-		RackLabel:         k.RackLabel,
-		AgentPort:         uint16(k.AgentPort),
-	}, log)
+	pc := peersConfig(k)
+	pc.APIServerLB = netip.AddrPort{} // LBs are targets, not agents
+	return peers.New(client, pc, log)
 }
 
 // agentURLs are the base URLs of the agents in a peer snapshot: node and
@@ -52,24 +45,9 @@ func agentURLs(ps []peers.Peer) []string {
 // runMatrixWithDiscovery runs the hub; with discovery, each snapshot
 // replaces the agents it pulls.
 func runMatrixWithDiscovery(ctx context.Context, h *hub.Hub, d *peers.Discovery, log *slog.Logger) error {
-	if d == nil {
-		return h.Run(ctx)
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return h.Run(gctx) })
-	g.Go(func() error {
-		err := d.Run(gctx, func(ps []peers.Peer) {
-			urls := agentURLs(ps)
-			log.Info("agents from discovery", "peers", len(ps), "agents", len(urls))
-			h.SetAgents(urls)
-		})
-		if gctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("discovery: %w", err)
-		}
-		return nil
+	return runDiscovering(ctx, h.Run, d, func(_ context.Context, ps []peers.Peer) {
+		urls := agentURLs(ps)
+		log.Info("agents from discovery", "peers", len(ps), "agents", len(urls))
+		h.SetAgents(urls)
 	})
-	return g.Wait()
 }
