@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -149,7 +148,7 @@ targets:
 	}
 	resets := func(target string, reasons ...string) float64 {
 		t.Helper()
-		text, err := metricsText(ctx, prober)
+		text, err := prober.metrics(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +202,7 @@ targets:
 	if bh := blackholes(); len(bh) != 1 {
 		t.Errorf("(b) black holes %v, want only vip (n21 is not behind the LB)", bh)
 	}
-	if text, err := metricsText(ctx, prober); err != nil || metricValue(text, "prober_established_flow_blackhole", `target="vip"`) != 1 {
+	if text, err := prober.metrics(ctx); err != nil || metricValue(text, "prober_established_flow_blackhole", `target="vip"`) != 1 {
 		t.Errorf("(b) prober_established_flow_blackhole{target=\"vip\"} is not 1 (err %v)", err)
 	}
 	if n := resets("vip", "ping_timeout"); n < 1 {
@@ -280,17 +279,6 @@ targets:
 	if observe(4*time.Second, func() bool { return len(blackholes()) > 0 }) {
 		t.Errorf("(c) black hole reported for %v after a backend died", blackholes())
 	}
-}
-
-func metricsText(ctx context.Context, a *demoAgent) (string, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.url+"/metrics", nil)
-	resp, err := a.client.Do(req)
-	if err != nil {
-		return "", a.failure(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return string(b), err
 }
 
 // metricValue sums the samples of name whose labels include every one

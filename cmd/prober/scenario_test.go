@@ -224,7 +224,7 @@ func seedScenarios(ctx context.Context, r *fabricRun) []scenario {
 					return err
 				}
 				for _, target := range []string{"n31", "n32", "n33"} {
-					if !hasPositive(m, "prober_http2_connection_resets_total", `reason="ping_timeout"`, `target="`+target+`"`) {
+					if metricValue(m, "prober_http2_connection_resets_total", `reason="ping_timeout"`, `target="`+target+`"`) == 0 {
 						return fmt.Errorf("n21's http2 connection to %s not declared dead (ping_timeout)", target)
 					}
 				}
@@ -259,22 +259,4 @@ func pathLoss(s matrix.Snapshot, path, proto string) matrix.Cell {
 		sum.LossRatio = float64(sum.Lost) / float64(sum.Sent)
 	}
 	return sum
-}
-
-// hasPositive reports whether the exposition has a sample of metric with
-// all the label matchers and a value above 0.
-func hasPositive(exposition, metric string, labels ...string) bool {
-	for _, line := range strings.Split(exposition, "\n") {
-		if !strings.HasPrefix(line, metric+"{") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(line, l)
-		}
-		if i := strings.LastIndexByte(line, ' '); ok && i > 0 && line[i+1:] != "0" {
-			return true
-		}
-	}
-	return false
 }
