@@ -6,6 +6,7 @@
 #
 #   PROBER_KUBE_ASSETS  where to put the binaries
 #                       (default: $(go env GOCACHE)/../prober-kube/<version>)
+#   PROBER_KUBE_CACHED_ONLY=1  only look: exit 3 when nothing is cached
 set -eu
 cd "$(dirname "$0")"
 GO=${GO:-go}
@@ -18,6 +19,10 @@ dir=${PROBER_KUBE_ASSETS:-$($GO env GOCACHE)/../prober-kube/$version-$sum}
 if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ] && [ -x "$dir/kubectl" ]; then
 	echo "$dir"
 	exit 0
+fi
+if [ "${PROBER_KUBE_CACHED_ONLY:-}" = 1 ]; then
+	echo "hack/kube: no binaries cached in $dir (run: make kube)" >&2
+	exit 3
 fi
 mkdir -p "$dir"
 tmp=$(mktemp -d "$dir/.build.XXXXXX")
