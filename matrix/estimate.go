@@ -39,8 +39,13 @@ type estimator struct {
 	eInc    []int32 // offsets into eFlow/eW, len(links)+1
 	eFlow   []int32 // index into lf
 	eW      []float64
+	eLost   []float64 // lost probes of eFlow's flow, beside it for solve
+	rest    []float64 // solve's scratch: each incidence's flow rate without l
 
-	mixW map[int32][]weighted // compressed mixtures by mixture id
+	mixW    [][]weighted // compressed mixtures by mixture id
+	mixDone []bool
+	mixSent []float64
+	fill    []int32
 }
 
 type weighted struct {
@@ -60,8 +65,10 @@ func (e *estimator) fit(r *round) {
 	e.lossyFlows = resize(e.lossyFlows, nl)
 	e.cleanFlows = resize(e.cleanFlows, nl)
 	e.lf, e.fInc, e.incLink, e.incW = e.lf[:0], append(e.fInc[:0], 0), e.incLink[:0], e.incW[:0]
-	e.mixW = map[int32][]weighted{}
-	mixSent := make([]float64, len(r.mixes))
+	e.mixW = slices.Grow(e.mixW[:0], len(r.mixes))[:len(r.mixes)] // storage reused by mixture
+	e.mixDone = resize(e.mixDone, len(r.mixes))
+	e.mixSent = resize(e.mixSent, len(r.mixes))
+	mixSent := e.mixSent
 
 	var inc []weighted
 	lastPair := int32(-1)
@@ -137,12 +144,16 @@ func (e *estimator) fit(r *round) {
 	}
 	e.eFlow = resize(e.eFlow, len(e.incLink))
 	e.eW = resize(e.eW, len(e.incLink))
-	fill := slices.Clone(e.eInc[:nl])
-	for k := range e.lf {
+	e.eLost = resize(e.eLost, len(e.incLink))
+	e.fill = append(e.fill[:0], e.eInc[:nl]...)
+	fill := e.fill
+	for k, fi := range e.lf {
+		lost := float64(r.flows[fi].lost)
 		for j := e.fInc[k]; j < e.fInc[k+1]; j++ {
 			l := e.incLink[j]
 			e.eFlow[fill[l]] = int32(k)
 			e.eW[fill[l]] = e.incW[j]
+			e.eLost[fill[l]] = lost
 			fill[l]++
 		}
 	}
@@ -171,7 +182,7 @@ func (e *estimator) fit(r *round) {
 			if e.eInc[l] == e.eInc[l+1] {
 				continue
 			}
-			nq := e.solve(r, int32(l))
+			nq := e.solve(int32(l))
 			if d := nq - e.q[l]; d != 0 {
 				for j := e.eInc[l]; j < e.eInc[l+1]; j++ {
 					e.lam[e.eFlow[j]] += e.eW[j] * d
@@ -207,17 +218,24 @@ func (e *estimator) recompute() {
 // solve returns the q of link l that maximises the penalised likelihood
 // with every other link fixed: the root of
 // h(q) = sum_f w l_f / (r_f + w q) - (sent + rho), decreasing in q.
-func (e *estimator) solve(r *round, l int32) float64 {
+//
+// The other links' share of each flow's rate does not change during the
+// solve, so it is computed once into e.rest and the Newton steps read
+// contiguous arrays only.
+func (e *estimator) solve(l int32) float64 {
 	cur := e.q[l]
 	d := e.sent[l] + estimatorRho
 	lo, hi := 0.0, 0.0
 	zeroRest := false
 	h0 := -d
-	for j := e.eInc[l]; j < e.eInc[l+1]; j++ {
-		w := e.eW[j]
-		k := e.eFlow[j]
-		lost := float64(r.flows[e.lf[k]].lost)
-		rest := e.lam[k] - w*cur
+	a, b := e.eInc[l], e.eInc[l+1]
+	ws, ls, ks := e.eW[a:b], e.eLost[a:b], e.eFlow[a:b]
+	rests := slices.Grow(e.rest[:0], len(ws))[:len(ws)]
+	e.rest = rests
+	for j, w := range ws {
+		lost := ls[j]
+		rest := e.lam[ks[j]] - w*cur
+		rests[j] = max(rest, 0)
 		hi += lost
 		if rest <= 1e-15 {
 			zeroRest = true
@@ -232,11 +250,9 @@ func (e *estimator) solve(r *round, l int32) float64 {
 	q := min(max(cur, hi*1e-3), hi)
 	for range 50 {
 		h, dh := -d, 0.0
-		for j := e.eInc[l]; j < e.eInc[l+1]; j++ {
-			w := e.eW[j]
-			k := e.eFlow[j]
-			lost := float64(r.flows[e.lf[k]].lost)
-			den := max(e.lam[k]-w*cur, 0) + w*q
+		for j, w := range ws {
+			lost := ls[j]
+			den := rests[j] + w*q
 			h += w * lost / den
 			dh -= w * w * lost / (den * den)
 		}
@@ -258,16 +274,16 @@ func (e *estimator) solve(r *round, l int32) float64 {
 }
 
 func (e *estimator) mixture(r *round, id int32) []weighted {
-	if w, ok := e.mixW[id]; ok {
-		return w
+	if e.mixDone[id] {
+		return e.mixW[id]
 	}
 	mx := &r.mixes[id]
-	var ws []weighted // few distinct links (two per spine): scan, not sort
+	ws := e.mixW[id][:0] // few distinct links (two per spine): scan, not sort
 	for _, l := range mx.links {
 		ws = addWeighted(ws, l, 1/float64(mx.flows))
 	}
 	slices.SortFunc(ws, func(a, b weighted) int { return int(a.link - b.link) })
-	e.mixW[id] = ws
+	e.mixW[id], e.mixDone[id] = ws, true
 	return ws
 }
 

@@ -22,6 +22,7 @@ type round struct {
 
 	links  []link
 	linkID map[uint64]int32
+	lcache []linkSlot // direct-mapped cache in front of linkID
 
 	flows     []rflow
 	flowLinks []int32
@@ -35,9 +36,22 @@ type round struct {
 	mixID   map[uint64]int32
 	mixes   []mixture
 	addrDev []int32
+
+	mixLast    int32 // the mixture addMixture saw last, or -1
+	mixLastKey uint64
+	targetDev  []int32 // per pair, in build's order: the target's device
 }
 
 type link struct{ from, to int32 }
+
+// A round looks up ~10 M (from, to) links among ~10 k: a direct-mapped
+// cache that fits in L2 answers most of them without hashing into the map.
+const linkCacheBits = 14
+
+type linkSlot struct {
+	key uint64
+	id  int32 // link id + 1; 0 is empty
+}
 
 type mixture struct {
 	flows int32
@@ -88,12 +102,17 @@ func (r *round) device(name string, host bool) int32 {
 
 func (r *round) linkOf(from, to int32) int32 {
 	k := uint64(uint32(from))<<32 | uint64(uint32(to))
-	if id, ok := r.linkID[k]; ok {
-		return id
+	s := &r.lcache[(k*0x9E3779B97F4A7C15)>>(64-linkCacheBits)]
+	if s.id > 0 && s.key == k {
+		return s.id - 1
 	}
-	id := int32(len(r.links))
-	r.linkID[k] = id
-	r.links = append(r.links, link{from, to})
+	id, ok := r.linkID[k]
+	if !ok {
+		id = int32(len(r.links))
+		r.linkID[k] = id
+		r.links = append(r.links, link{from, to})
+	}
+	s.key, s.id = k, id+1
 	return id
 }
 
@@ -104,6 +123,9 @@ func (r *round) reset(agents []*agentState) {
 	r.devID = map[string]int32{}
 	r.linkID = map[uint64]int32{}
 	r.mixID = map[uint64]int32{}
+	r.lcache = resize(r.lcache, 1<<linkCacheBits)
+	r.mixLast = -1
+	r.targetDev = r.targetDev[:0]
 }
 
 // build fills r from the fresh agents.
@@ -122,7 +144,8 @@ func (m *Matrix) build(r *round, agents []*agentState) {
 	for _, a := range agents {
 		for ti := range a.targets {
 			t := &a.targets[ti]
-			if _, ok := targetDev[t.name]; ok {
+			if id, ok := targetDev[t.name]; ok {
+				r.targetDev = append(r.targetDev, id)
 				continue
 			}
 			var id int32 = -1
@@ -142,6 +165,7 @@ func (m *Matrix) build(r *round, agents []*agentState) {
 				}
 			}
 			targetDev[t.name] = id
+			r.targetDev = append(r.targetDev, id)
 		}
 	}
 	// Every traced address: a Hops device, a known host, or itself.
@@ -186,7 +210,7 @@ func (m *Matrix) build(r *round, agents []*agentState) {
 		src := r.devID[a.name]
 		for ti := range a.targets {
 			t := &a.targets[ti]
-			dst := targetDev[t.name]
+			dst := r.targetDev[len(r.pairs)]
 			if t.class == "lb" || strings.HasSuffix(t.path, "_to_lb") {
 				r.devLB[dst] = true
 			}
@@ -265,11 +289,21 @@ func (m *Matrix) build(r *round, agents []*agentState) {
 
 func (r *round) addMixture(entry, exit int32, middle []int32) {
 	k := uint64(uint32(entry))<<32 | uint64(uint32(exit))
-	id, ok := r.mixID[k]
-	if !ok {
-		id = int32(len(r.mixes))
-		r.mixID[k] = id
-		r.mixes = append(r.mixes, mixture{})
+	id := r.mixLast
+	if id < 0 || r.mixLastKey != k {
+		var ok bool
+		id, ok = r.mixID[k]
+		if !ok {
+			id = int32(len(r.mixes))
+			r.mixID[k] = id
+			if len(r.mixes) < cap(r.mixes) { // reuse last round's storage
+				r.mixes = r.mixes[:id+1]
+				r.mixes[id].flows, r.mixes[id].links = 0, r.mixes[id].links[:0]
+			} else {
+				r.mixes = append(r.mixes, mixture{})
+			}
+		}
+		r.mixLast, r.mixLastKey = id, k
 	}
 	mx := &r.mixes[id]
 	if mx.flows >= maxMixFlows {
