@@ -319,9 +319,7 @@ func (e *estimator) reverse(r *round, src, dst int32) reversePath {
 		return rp
 	}
 	for i, lk := range [2]link{{dst, accD}, {accS, src}} {
-		if l, ok := r.linkID[uint64(uint32(lk.from))<<32|uint64(uint32(lk.to))]; ok {
-			rp.access[i] = l
-		}
+		rp.access[i] = r.lookupLink(lk.from, lk.to)
 	}
 	if accS != accD {
 		if id, ok := r.mixID[uint64(uint32(accD))<<32|uint64(uint32(accS))]; ok {

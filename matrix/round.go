@@ -116,6 +116,22 @@ func (r *round) linkOf(from, to int32) int32 {
 	return id
 }
 
+// lookupLink returns the id of link (from, to), or -1; unlike linkOf it
+// adds nothing.
+func (r *round) lookupLink(from, to int32) int32 {
+	k := uint64(uint32(from))<<32 | uint64(uint32(to))
+	s := &r.lcache[(k*0x9E3779B97F4A7C15)>>(64-linkCacheBits)]
+	if s.id > 0 && s.key == k {
+		return s.id - 1
+	}
+	id, ok := r.linkID[k]
+	if !ok {
+		return -1
+	}
+	s.key, s.id = k, id+1
+	return id
+}
+
 func (r *round) reset(agents []*agentState) {
 	r.agents = agents
 	r.devName, r.devHost, r.devLB, r.devAcc, r.devAddr = r.devName[:0], r.devHost[:0], r.devLB[:0], r.devAcc[:0], r.devAddr[:0]

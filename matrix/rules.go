@@ -141,14 +141,15 @@ func lbRule(r *round, th *Thresholds) []candidate {
 // group) do not: its NIC, cable or agent. Comparing with the rack is what
 // makes a host beat its ToR.
 func hostRule(r *round, th *Thresholds, rackOf func(dev int32) string) []candidate {
-	type side struct{ out, in tally }
-	hosts := map[int32]*side{}
+	type side struct {
+		out, in tally
+		seen    bool
+	}
+	// Indexed by device: a map costs a hash per pair.
+	hosts := make([]side, len(r.devName))
 	get := func(d int32) *side {
-		s := hosts[d]
-		if s == nil {
-			s = &side{}
-			hosts[d] = s
-		}
+		s := &hosts[d]
+		s.seen = true
 		return s
 	}
 	for pi := range r.pairs {
@@ -164,8 +165,12 @@ func hostRule(r *round, th *Thresholds, rackOf func(dev int32) string) []candida
 	}
 	// Rack totals, to subtract each host's own share.
 	racks := map[string]*side{}
-	for d, s := range hosts {
-		rk := rackOf(d)
+	for d := range hosts {
+		s := &hosts[d]
+		if !s.seen {
+			continue
+		}
+		rk := rackOf(int32(d))
 		if racks[rk] == nil {
 			racks[rk] = &side{}
 		}
@@ -175,8 +180,12 @@ func hostRule(r *round, th *Thresholds, rackOf func(dev int32) string) []candida
 		racks[rk].in.lost += s.in.lost
 	}
 	var out []candidate
-	for _, d := range sortedKeys(hosts) {
-		s := hosts[d]
+	for di := range hosts {
+		s := &hosts[di]
+		if !s.seen {
+			continue
+		}
+		d := int32(di)
 		rk := racks[rackOf(d)]
 		peersOut := tally{rk.out.sent - s.out.sent, rk.out.lost - s.out.lost}
 		peersIn := tally{rk.in.sent - s.in.sent, rk.in.lost - s.in.lost}
