@@ -101,17 +101,14 @@ func (r *round) device(name string, host bool) int32 {
 }
 
 func (r *round) linkOf(from, to int32) int32 {
-	k := uint64(uint32(from))<<32 | uint64(uint32(to))
-	s := &r.lcache[(k*0x9E3779B97F4A7C15)>>(64-linkCacheBits)]
-	if s.id > 0 && s.key == k {
-		return s.id - 1
+	if id := r.lookupLink(from, to); id >= 0 {
+		return id
 	}
-	id, ok := r.linkID[k]
-	if !ok {
-		id = int32(len(r.links))
-		r.linkID[k] = id
-		r.links = append(r.links, link{from, to})
-	}
+	k := linkKey(from, to)
+	id := int32(len(r.links))
+	r.linkID[k] = id
+	r.links = append(r.links, link{from, to})
+	s := r.linkSlot(k)
 	s.key, s.id = k, id+1
 	return id
 }
@@ -119,8 +116,8 @@ func (r *round) linkOf(from, to int32) int32 {
 // lookupLink returns the id of link (from, to), or -1; unlike linkOf it
 // adds nothing.
 func (r *round) lookupLink(from, to int32) int32 {
-	k := uint64(uint32(from))<<32 | uint64(uint32(to))
-	s := &r.lcache[(k*0x9E3779B97F4A7C15)>>(64-linkCacheBits)]
+	k := linkKey(from, to)
+	s := r.linkSlot(k)
 	if s.id > 0 && s.key == k {
 		return s.id - 1
 	}
@@ -130,6 +127,13 @@ func (r *round) lookupLink(from, to int32) int32 {
 	}
 	s.key, s.id = k, id+1
 	return id
+}
+
+func linkKey(from, to int32) uint64 { return uint64(uint32(from))<<32 | uint64(uint32(to)) }
+
+// linkSlot is k's entry in the direct-mapped cache in front of linkID.
+func (r *round) linkSlot(k uint64) *linkSlot {
+	return &r.lcache[(k*0x9E3779B97F4A7C15)>>(64-linkCacheBits)]
 }
 
 func (r *round) reset(agents []*agentState) {
