@@ -39,16 +39,7 @@ type linuxRaw struct {
 // makes it wake only for the reserved range, so a busy node's traffic
 // costs nothing.
 func openTCPRaw(src netip.Addr, base, n uint16) (*linuxRaw, error) {
-	pc, err := net.ListenPacket("ip4:tcp", src.String())
-	if err != nil {
-		return nil, privilegeError("tcp_syn", err)
-	}
-	r := &linuxRaw{conn: pc.(*net.IPConn), src: src}
-	if r.rc, err = r.conn.SyscallConn(); err != nil {
-		pc.Close()
-		return nil, err
-	}
-	prog, err := bpf.Assemble([]bpf.Instruction{
+	return openRaw("ip4:tcp", "tcp_syn", src, []bpf.Instruction{
 		bpf.LoadMemShift{Off: 0},          // x = IP header length
 		bpf.LoadIndirect{Off: 2, Size: 2}, // a = TCP destination port
 		bpf.JumpIf{Cond: bpf.JumpLessThan, Val: uint32(base), SkipTrue: 2},
@@ -56,11 +47,24 @@ func openTCPRaw(src netip.Addr, base, n uint16) (*linuxRaw, error) {
 		bpf.RetConstant{Val: 0xffff},
 		bpf.RetConstant{Val: 0},
 	})
+}
+
+// openRaw opens a raw IPv4 socket for network ("ip4:tcp") on src with
+// IP_HDRINCL and the classic BPF filter; what names it in errors.
+func openRaw(network, what string, src netip.Addr, filter []bpf.Instruction) (*linuxRaw, error) {
+	prog, err := bpf.Assemble(filter)
 	if err != nil {
-		pc.Close()
-		return nil, fmt.Errorf("tcp_syn bpf: %w", err)
+		return nil, fmt.Errorf("%s bpf: %w", what, err)
 	}
-	if err := r.setup(prog); err != nil {
+	pc, err := net.ListenPacket(network, src.String())
+	if err != nil {
+		return nil, privilegeError(what, err)
+	}
+	r := &linuxRaw{conn: pc.(*net.IPConn), src: src}
+	if r.rc, err = r.conn.SyscallConn(); err == nil {
+		err = r.setup(prog)
+	}
+	if err != nil {
 		pc.Close()
 		return nil, err
 	}
@@ -130,26 +134,4 @@ func (r *linuxRaw) close() {
 		unix.Close(fd)
 	}
 	r.reserved = nil
-}
-
-// privilegeError turns a permission failure into the one actionable line
-// an operator needs.
-func privilegeError(proto string, err error) error {
-	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
-		return fmt.Errorf("%s probe needs CAP_NET_RAW (run as root or add NET_RAW to securityContext.capabilities.add): %w", proto, err)
-	}
-	return fmt.Errorf("%s raw socket: %w", proto, err)
-}
-
-// sendReason maps a send error to a bounded metric label.
-func sendReason(err error) string {
-	switch {
-	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
-		return "permission"
-	case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH):
-		return "no_route"
-	case errors.Is(err, syscall.ENOBUFS), errors.Is(err, syscall.EAGAIN):
-		return "buffer"
-	}
-	return "send"
 }

@@ -19,5 +19,3 @@ type rawSocket interface {
 }
 
 func openTCPRaw(netip.Addr, uint16, uint16) (rawSocket, error) { return nil, errors.ErrUnsupported }
-
-func sendReason(error) string { return "send" }

@@ -3,8 +3,6 @@
 package probe
 
 import (
-	"fmt"
-	"net"
 	"net/netip"
 
 	"golang.org/x/net/bpf"
@@ -16,16 +14,9 @@ import (
 // Destination Unreachable (3) and Time Exceeded (11), the two a
 // traceroute reads, so the reader wakes for nothing else.
 func openICMPRaw(src netip.Addr) (rawSocket, error) {
-	pc, err := net.ListenPacket("ip4:icmp", src.String())
-	if err != nil {
-		return nil, privilegeError("trace", err)
-	}
-	r := &linuxRaw{conn: pc.(*net.IPConn), src: src}
-	if r.rc, err = r.conn.SyscallConn(); err != nil {
-		pc.Close()
-		return nil, err
-	}
-	prog, err := bpf.Assemble([]bpf.Instruction{
+	// openRaw also sets IP_HDRINCL, which changes nothing here: the tracer
+	// never sends on this socket.
+	r, err := openRaw("ip4:icmp", "trace", src, []bpf.Instruction{
 		bpf.LoadMemShift{Off: 0},          // x = IP header length
 		bpf.LoadIndirect{Off: 0, Size: 1}, // a = ICMP type
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: icmpTimeExceeded, SkipTrue: 1},
@@ -34,14 +25,7 @@ func openICMPRaw(src netip.Addr) (rawSocket, error) {
 		bpf.RetConstant{Val: 0},
 	})
 	if err != nil {
-		pc.Close()
-		return nil, fmt.Errorf("trace bpf: %w", err)
-	}
-	// setup also sets IP_HDRINCL, which changes nothing here: the tracer
-	// never sends on this socket.
-	if err := r.setup(prog); err != nil {
-		pc.Close()
-		return nil, err
+		return nil, err // not a nil *linuxRaw inside a non-nil interface
 	}
 	return r, nil
 }

@@ -1,0 +1,29 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+)
+
+// privilegeError turns a permission failure into the one actionable line
+// an operator needs.
+func privilegeError(proto string, err error) error {
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+		return fmt.Errorf("%s probe needs CAP_NET_RAW (run as root or add NET_RAW to securityContext.capabilities.add): %w", proto, err)
+	}
+	return fmt.Errorf("%s raw socket: %w", proto, err)
+}
+
+// sendReason maps a send error to a bounded metric label.
+func sendReason(err error) string {
+	switch {
+	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
+		return "permission"
+	case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH):
+		return "no_route"
+	case errors.Is(err, syscall.ENOBUFS), errors.Is(err, syscall.EAGAIN):
+		return "buffer"
+	}
+	return "send"
+}
