@@ -56,14 +56,21 @@ func loopbackAgent(t *testing.T, yaml string) (*Agent, string) {
 	return a, "http://" + a.Addr().String()
 }
 
-func TestAgentLoopback(t *testing.T) {
-	needRoot(t)
+// openPort listens on a loopback port until the test ends: a target that
+// answers SYNs.
+func openPort(t *testing.T) int {
+	t.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestAgentLoopback(t *testing.T) {
+	needRoot(t)
+	port := openPort(t)
 	a, base := loopbackAgent(t, `
 name: lo1
 class: pod

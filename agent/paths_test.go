@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -13,12 +12,7 @@ import (
 // target gets a path (reason new) in the observations, within the budget.
 func TestAgentTracesFlows(t *testing.T) {
 	needRoot(t)
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := openPort(t)
 	a, base := loopbackAgent(t, `
 name: lo1
 class: pod
