@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 )
@@ -129,6 +130,10 @@ type Hop struct {
 	Destination bool
 	// Unreachable: this hop answered with ICMP Destination Unreachable.
 	Unreachable bool
+	// Inferred: no probe of this flow was answered here, and Addr is
+	// what the flows traced with it say the hop must be (see inferHops).
+	// Received stays 0.
+	Inferred bool
 }
 
 // FlowTrace is the traced path of one flow.
@@ -281,9 +286,11 @@ func (tr *Tracer) Trace(ctx context.Context, target Target, sports []uint16, cfg
 	}
 	out := make([]FlowTrace, len(sports))
 	errs := make([]error, len(sports))
+	g := &traceGroup{runs: make([]*flowRun, len(sports))}
 	pace := newPacer(cfg.Rate)
 	sem := make(chan struct{}, cfg.Concurrency)
 	var wg sync.WaitGroup
+	hint := 0
 	for i, sport := range sports {
 		select {
 		case sem <- struct{}{}:
@@ -291,25 +298,58 @@ func (tr *Tracer) Trace(ctx context.Context, target Target, sports []uint16, cfg
 			wg.Wait()
 			return nil, ctx.Err()
 		}
+		run := traceRun{pace: pace, g: g, idx: i, hint: hint}
+		if i == 0 && len(sports) > 1 {
+			run.scouted = make(chan int, 1)
+		}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			out[i], errs[i] = tr.traceFlow(ctx, target, sport, cfg, pace)
+			out[i], errs[i] = tr.traceFlow(ctx, target, sport, cfg, run)
 		}()
+		if run.scouted != nil {
+			select {
+			case hint = <-run.scouted:
+			case <-ctx.Done():
+				wg.Wait()
+				return nil, ctx.Err()
+			}
+		}
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	fillInferred(out)
 	return out, errors.Join(errs...)
 }
 
-// traceFlow sends cfg.Probes rounds of TTL-limited SYNs for one flow. In
-// the first round TTLs go out one by one, at the paced rate, until the
-// destination answers or MaxTTL; later rounds repeat the TTLs up to the
-// destination. A round ends when every probe is answered or a few RTTs
-// after its last send (traceroute's "near" heuristic), bounded by Timeout.
-func (tr *Tracer) traceFlow(ctx context.Context, target Target, sport uint16, cfg TraceConfig, pace *pacer) (FlowTrace, error) {
+// traceRun is what one flow of a Trace call shares with the others.
+type traceRun struct {
+	pace *pacer
+	g    *traceGroup
+	idx  int // in g
+	// hint is the TTL where the first flow's path ended, 0 if unknown.
+	hint int
+	// scouted, for the first flow of several, takes its end TTL once its
+	// first round is over: the others start then, knowing the hint.
+	scouted chan int
+}
+
+// traceFlow sends cfg.Probes rounds of TTL-limited SYNs for one flow, at
+// the paced rate. A round sends the TTLs up to the flow's end (its
+// destination, or a hop that answered Unreachable) in random order, and
+// then, while the end is unknown, the next TTLs one by one up to MaxTTL.
+// The first flow of a Trace goes alone and in TTL order, so that the
+// others know where paths end (run.hint) and can shuffle: flows that send
+// their TTLs in the same order would spend every router's burst of ICMP
+// answers on the same few flows. A round ends when every probe is
+// answered or a few RTTs after its last send (traceroute's "near"
+// heuristic), bounded by Timeout. Then up to cfg.Retries rounds, RetryGap
+// apart, re-probe the hops still in doubt (traceGroup.reprobe) as the
+// routers' ICMP rate limits allow more answers; the flow ends as soon as
+// none is.
+func (tr *Tracer) traceFlow(ctx context.Context, target Target, sport uint16, cfg TraceConfig, run traceRun) (FlowTrace, error) {
 	fr := &flowRun{
 		tr: tr, sport: sport, dst: target.Addr, dport: target.Port, nonce: uint16(rand.Uint32()),
 		timeout: cfg.Timeout, wake: make(chan struct{}, 1),
@@ -318,6 +358,13 @@ func (tr *Tracer) traceFlow(ctx context.Context, target Target, sport uint16, cf
 	for i := range fr.probes {
 		fr.probes[i] = make([]probeRec, cfg.Probes+cfg.Retries)
 	}
+	scout := func() {
+		if run.scouted != nil {
+			run.scouted <- fr.end()
+			run.scouted = nil
+		}
+	}
+	defer scout()
 	release, err := tr.syn.beginTrace(ctx, sport, fr)
 	if err != nil {
 		return FlowTrace{SourcePort: sport}, err
@@ -326,6 +373,9 @@ func (tr *Tracer) traceFlow(ctx context.Context, target Target, sport uint16, cf
 	tr.mu.Lock()
 	tr.flows[sport] = fr
 	tr.mu.Unlock()
+	run.g.mu.Lock()
+	run.g.runs[run.idx] = fr
+	run.g.mu.Unlock()
 	defer func() {
 		tr.mu.Lock()
 		delete(tr.flows, sport)
@@ -335,49 +385,101 @@ func (tr *Tracer) traceFlow(ctx context.Context, target Target, sport uint16, cf
 	start := time.Now()
 	enc := tr.syn.encoders.Get().(*synEncoder)
 	defer tr.syn.encoders.Put(enc)
+	failed := func(err error) (FlowTrace, error) {
+		if ctx.Err() == nil {
+			err = fmt.Errorf("trace send to %s from port %d: %w", target.Addr, sport, err)
+		}
+		return FlowTrace{SourcePort: sport}, err
+	}
+	var sent time.Time // the first probe
 	for round := range cfg.Probes {
-		var last time.Time
-		for ttl := 1; ttl <= cfg.MaxTTL; ttl++ {
+		known := fr.end()
+		if known == 0 && run.scouted == nil {
+			known = min(run.hint, cfg.MaxTTL)
+		}
+		ttls := make([]int, known)
+		for i := range ttls {
+			ttls[i] = i + 1
+		}
+		rand.Shuffle(len(ttls), func(i, j int) { ttls[i], ttls[j] = ttls[j], ttls[i] })
+		last, err := tr.sendTTLs(ctx, enc, fr, run.pace, ttls, round)
+		if err != nil {
+			return failed(err)
+		}
+		for ttl := known + 1; ttl <= cfg.MaxTTL; ttl++ {
 			if end := fr.end(); end > 0 && ttl > end {
 				break
 			}
-			if err := pace.wait(ctx); err != nil {
-				return FlowTrace{SourcePort: sport}, err
+			l, err := tr.sendTTLs(ctx, enc, fr, run.pace, []int{ttl}, round)
+			if err != nil {
+				return failed(err)
 			}
-			if err := tr.send(enc, fr, ttl, round); err != nil {
-				return FlowTrace{SourcePort: sport}, fmt.Errorf("trace send to %s from port %d: %w", target.Addr, sport, err)
+			if !l.IsZero() {
+				last = l
 			}
-			last = time.Now()
+		}
+		if sent.IsZero() {
+			sent = fr.firstSent()
 		}
 		if err := fr.waitRound(ctx, last, cfg.Timeout); err != nil {
 			return FlowTrace{SourcePort: sport}, err
 		}
+		scout()
 	}
+	// Retries keep a fixed beat from the first send: a router's ICMP
+	// budget refills at one answer per RetryGap from when the first
+	// round drained it, and time spent sending and waiting must not
+	// stretch the beat. A beat that comes a little early costs nothing:
+	// the answer it misses is there for the next one.
+	next := sent.Add(cfg.RetryGap)
 	for round := cfg.Probes; round < cfg.Probes+cfg.Retries; round++ {
-		silent := fr.silent()
-		if len(silent) == 0 {
+		first := round == cfg.Probes
+		if len(run.g.reprobe(run.idx, fr, first)) == 0 {
 			break
 		}
-		if err := sleep(ctx, cfg.RetryGap); err != nil {
+		if err := sleep(ctx, time.Until(next)); err != nil {
 			return FlowTrace{SourcePort: sport}, err
 		}
-		var last time.Time
-		for _, ttl := range silent {
-			if err := pace.wait(ctx); err != nil {
+		next = next.Add(cfg.RetryGap)
+		// Deepest first, each hop once the deeper ones' answers are in:
+		// an answer from the far side of a doubt can settle it
+		// (inferHops), and then the probe that would have spent a
+		// router's one answer this beat on this flow is not sent, and
+		// that answer goes to a flow that needs it.
+		ttls := run.g.reprobe(run.idx, fr, first)
+		for len(ttls) > 0 {
+			ttl := ttls[len(ttls)-1]
+			last, err := tr.sendTTLs(ctx, enc, fr, run.pace, []int{ttl}, round)
+			if err != nil {
+				return failed(err)
+			}
+			if err := fr.waitRound(ctx, last, cfg.Timeout); err != nil {
 				return FlowTrace{SourcePort: sport}, err
 			}
-			if err := tr.send(enc, fr, ttl, round); err != nil {
-				return FlowTrace{SourcePort: sport}, fmt.Errorf("trace send to %s from port %d: %w", target.Addr, sport, err)
-			}
-			last = time.Now()
-		}
-		if err := fr.waitRound(ctx, last, cfg.Timeout); err != nil {
-			return FlowTrace{SourcePort: sport}, err
+			ttls = slices.DeleteFunc(run.g.reprobe(run.idx, fr, first), func(t int) bool { return t >= ttl })
 		}
 	}
 	ft := fr.result()
 	ft.Start, ft.Duration = start, time.Since(start)
 	return ft, nil
+}
+
+// sendTTLs sends probe number round at each of ttls, at the paced rate,
+// skipping those past the flow's end, and returns when the last left.
+func (tr *Tracer) sendTTLs(ctx context.Context, enc *synEncoder, fr *flowRun, pace *pacer, ttls []int, round int) (last time.Time, err error) {
+	for _, ttl := range ttls {
+		if end := fr.end(); end > 0 && ttl > end {
+			continue
+		}
+		if err := pace.wait(ctx); err != nil {
+			return last, err
+		}
+		if err := tr.send(enc, fr, ttl, round); err != nil {
+			return last, err
+		}
+		last = time.Now()
+	}
+	return last, nil
 }
 
 // send sends probe number round at ttl. When the flow's destination is

@@ -67,6 +67,22 @@ func (fr *flowRun) endLocked() int {
 	return min(fr.destTTL, fr.unreachTTL)
 }
 
+// firstSent returns when the flow's first probe left, the zero Time if
+// none did.
+func (fr *flowRun) firstSent() time.Time {
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	var first time.Time
+	for _, recs := range fr.probes {
+		for _, r := range recs {
+			if !r.sent.IsZero() && (first.IsZero() || r.sent.Before(first)) {
+				first = r.sent
+			}
+		}
+	}
+	return first
+}
+
 // staleBefore returns the sequence number of the previous round's probe
 // that reached the destination's TTL unanswered, if any: its SYN-ACK may
 // have been lost, leaving a half-open entry to reset (see Tracer.send).
@@ -79,20 +95,6 @@ func (fr *flowRun) staleBefore(ttl, round int) (uint32, bool) {
 		return 0, false
 	}
 	return traceSeq(fr.nonce, uint8(ttl), uint8(round-1)), true
-}
-
-// silent returns the intermediate TTLs no probe of which was answered,
-// when the flow's end is known.
-func (fr *flowRun) silent() []int {
-	fr.mu.Lock()
-	defer fr.mu.Unlock()
-	var out []int
-	for ttl := 1; ttl < fr.endLocked(); ttl++ {
-		if !slices.ContainsFunc(fr.probes[ttl-1], func(r probeRec) bool { return r.kind != noAnswer }) {
-			out = append(out, ttl)
-		}
-	}
-	return out
 }
 
 // waitRound waits until every probe of the round is answered, or until
