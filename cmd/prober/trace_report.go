@@ -53,6 +53,9 @@ type traceFlow struct {
 	Received   int      `json:"received"`
 	Lossy      bool     `json:"lossy"`
 	SuspectHop int      `json:"suspectHop"`
+	// InferredTTLs are the hops no probe heard, filled from the other
+	// flows of the trace (docs/trace.md).
+	InferredTTLs []int `json:"inferredTTLs,omitempty"`
 }
 
 type traceHop struct {
@@ -63,6 +66,8 @@ type traceHop struct {
 	Loss       float64 `json:"loss"`
 	RTTSeconds float64 `json:"rttSeconds"`
 	Suspect    bool    `json:"suspect,omitempty"`
+	// Inferred counts the flows whose hop here was inferred, not heard.
+	Inferred int `json:"inferred,omitempty"`
 }
 
 // traceSusp is one hop address where lossy flows' breaks start, with the
@@ -94,8 +99,14 @@ func newTraceReport(host string, dst, src netip.Addr, port uint16, cfg probe.Tra
 	for _, ft := range ordered {
 		addrs := ft.Path()
 		lr := ft.Loss(probe.DefaultNoise)
-		rep.FlowList = append(rep.FlowList, traceFlow{SourcePort: ft.SourcePort, Hops: addrs, Reached: ft.Reached,
-			Sent: ft.Sent, Received: ft.Received, Lossy: lr.Lossy, SuspectHop: lr.SuspectHop})
+		tf := traceFlow{SourcePort: ft.SourcePort, Hops: addrs, Reached: ft.Reached,
+			Sent: ft.Sent, Received: ft.Received, Lossy: lr.Lossy, SuspectHop: lr.SuspectHop}
+		for _, h := range ft.Hops {
+			if h.Inferred {
+				tf.InferredTTLs = append(tf.InferredTTLs, h.TTL)
+			}
+		}
+		rep.FlowList = append(rep.FlowList, tf)
 		i, fits := -1, 0
 		for j, p := range rep.Paths {
 			if slices.Equal(p.addrs, addrs) || !complete(ft) && probe.SamePath(p.addrs, addrs) {
@@ -119,6 +130,9 @@ func newTraceReport(host string, dst, src netip.Addr, port uint16, cfg probe.Tra
 			ph.TTL = h.TTL
 			ph.Sent += h.Sent
 			ph.Received += h.Received
+			if h.Inferred {
+				ph.Inferred++
+			}
 			ph.RTTSeconds = max(ph.RTTSeconds, h.RTT.Seconds())
 		}
 		if !lr.Lossy {
@@ -188,8 +202,11 @@ func (r traceReport) print(w io.Writer) {
 				addr = "*"
 			}
 			note := ""
-			if h.Suspect {
+			switch {
+			case h.Suspect:
 				note = "<- SUSPECT: loss starts after this hop"
+			case h.Inferred > 0:
+				note = fmt.Sprintf("(inferred for %d of %d flows)", h.Inferred, len(p.SourcePorts))
 			}
 			fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\t%s\t%s\n", h.TTL, addr, h.Sent, h.Received, pct(h.Loss), rtt(h.RTTSeconds), note)
 		}

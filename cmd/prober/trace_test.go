@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netprober/prober/lab"
+	"github.com/netprober/prober/lab/labtest"
+	"github.com/netprober/prober/probe"
+)
+
+func TestTraceFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no host", nil, "exactly one HOST is required"},
+		{"two hosts", []string{"192.0.2.1", "192.0.2.2"}, "exactly one HOST is required"},
+		{"flows", []string{"--flows", "0", "192.0.2.1"}, "--flows: 0 not in 1..256"},
+		{"port", []string{"--port", "70000", "192.0.2.1"}, "--port: 70000 not in 1..65535"},
+		{"probes", []string{"--probes", "101", "192.0.2.1"}, "--probes: 101 not in 1..100"},
+		{"max-ttl", []string{"--max-ttl", "65", "192.0.2.1"}, "--max-ttl: 65 not in 1..64"},
+		{"retries", []string{"--retries", "-1", "192.0.2.1"}, "--retries: -1 not in"},
+		{"rate", []string{"--rate", "0", "192.0.2.1"}, "must be positive"},
+		{"source", []string{"--source", "2001:db8::1", "192.0.2.1"}, `--source: "2001:db8::1" is not an IPv4 address`},
+		{"sport-base", []string{"--sport-base", "80", "192.0.2.1"}, "--sport-base: 80 leaves no room"},
+		{"unknown flag", []string{"--bogus", "192.0.2.1"}, "flag provided but not defined: -bogus"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := runArgs(append([]string{"trace"}, tc.args...)...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d (stderr %q)", code, exitUsage, errOut)
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr %q lacks %q", errOut, tc.want)
+			}
+			if out != "" {
+				t.Errorf("stdout %q, want nothing", out)
+			}
+		})
+	}
+}
+
+// TestTraceNoPrivilege checks the message an operator without
+// CAP_NET_RAW gets. The probe sockets are never opened, so nothing is
+// sent to the documentation address.
+func TestTraceNoPrivilege(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("runs as root, which has CAP_NET_RAW; the non-root run of the suite covers this")
+	}
+	code, _, errOut := runArgs("trace", "--source", "127.0.0.1", "192.0.2.1")
+	if code != exitRuntime || !strings.Contains(errOut, "CAP_NET_RAW") {
+		t.Errorf("exit %d stderr %q, want %d naming CAP_NET_RAW", code, errOut, exitRuntime)
+	}
+}
+
+// reportFlow builds a four-hop flow trace from "a b c": "-" a silent hop,
+// "~x" a hop inferred as x.
+func reportFlow(t *testing.T, sport uint16, path string, sent, recv int) probe.FlowTrace {
+	t.Helper()
+	ft := probe.FlowTrace{SourcePort: sport, Reached: true, Sent: sent, Received: recv}
+	for i, f := range strings.Fields(path) {
+		h := probe.Hop{TTL: i + 1, Sent: 1, Received: 1}
+		switch {
+		case f == "-":
+			h.Received = 0
+		case strings.HasPrefix(f, "~"):
+			h.Received, h.Inferred, h.Addr = 0, true, netip.MustParseAddr(f[1:])
+		default:
+			h.Addr = netip.MustParseAddr(f)
+		}
+		ft.Hops = append(ft.Hops, h)
+	}
+	dst := probe.Hop{TTL: len(ft.Hops) + 1, Addr: netip.MustParseAddr("192.0.2.99"), Sent: sent, Received: recv, Destination: true}
+	ft.Hops = append(ft.Hops, dst)
+	return ft
+}
+
+func TestTraceReport(t *testing.T) {
+	t.Parallel()
+	fts := []probe.FlowTrace{
+		reportFlow(t, 64000, "192.0.2.1 198.51.100.1 203.0.113.1", 3, 3),
+		reportFlow(t, 64001, "~192.0.2.1 ~198.51.100.1 203.0.113.1", 3, 3),
+		reportFlow(t, 64002, "192.0.2.1 198.51.100.2 203.0.113.2", 10, 4),
+		reportFlow(t, 64003, "192.0.2.1 198.51.100.2 203.0.113.2", 10, 5),
+		reportFlow(t, 64004, "192.0.2.1 - -", 3, 3), // fits both paths: stands alone
+	}
+	// The lossy flows' middle hops answer fully, the far ToR and the
+	// destination lose: the break starts after the spine.
+	for i := 2; i <= 3; i++ {
+		fts[i].Hops[2].Sent, fts[i].Hops[2].Received = 10, 4
+	}
+	cfg := probe.TraceConfig{Probes: 1}
+	rep := newTraceReport("dst", netip.MustParseAddr("192.0.2.99"), netip.MustParseAddr("192.0.2.10"), 9808, cfg, fts, 1500*time.Millisecond)
+	if len(rep.Paths) != 3 {
+		t.Fatalf("%d paths, want 3: %+v", len(rep.Paths), rep.Paths)
+	}
+	byPorts := map[string]tracePath{}
+	for _, p := range rep.Paths {
+		byPorts[ports(p.SourcePorts)] = p
+	}
+	one, ok := byPorts["64000,64001"]
+	if !ok {
+		t.Fatalf("no path of 64000 and 64001 (the inferred flow joins the heard one): %v", slices.Collect(func(yield func(string) bool) {
+			for k := range byPorts {
+				yield(k)
+			}
+		}))
+	}
+	if one.Hops[0].Inferred != 1 || one.Hops[1].Inferred != 1 || one.Hops[2].Inferred != 0 || one.Hops[1].Received != 1 {
+		t.Errorf("path 1 hops %+v: want hops 1 and 2 inferred for one flow, heard by the other", one.Hops)
+	}
+	lossy := byPorts["64002,64003"]
+	if len(lossy.LossyPorts) != 2 || lossy.SuspectHop != 1 || !lossy.Hops[1].Suspect {
+		t.Errorf("lossy path %+v: want both flows lossy, suspect hop 2", lossy)
+	}
+	if len(rep.Suspects) != 1 || rep.Suspects[0].Address != "198.51.100.2" || rep.Suspects[0].EndSent != 20 || rep.Suspects[0].EndReceived != 9 {
+		t.Errorf("suspects %+v, want 198.51.100.2 with 9/20 end to end", rep.Suspects)
+	}
+	if _, ok := byPorts["64004"]; !ok {
+		t.Errorf("a flow whose silent hops fit two paths must stand alone")
+	}
+	var flow64001 traceFlow
+	for _, f := range rep.FlowList {
+		if f.SourcePort == 64001 {
+			flow64001 = f
+		}
+	}
+	if !slices.Equal(flow64001.InferredTTLs, []int{1, 2}) {
+		t.Errorf("flow 64001 inferredTTLs %v, want [1 2]", flow64001.InferredTTLs)
+	}
+
+	var human strings.Builder
+	rep.print(&human)
+	for _, want := range []string{"3 distinct paths", "(inferred for 1 of 2 flows)", "<- SUSPECT", "198.51.100.2: 2 flows (64002,64003)", "LOSSY: 2 of 2 flows"} {
+		if !strings.Contains(human.String(), want) {
+			t.Errorf("human output lacks %q:\n%s", want, human.String())
+		}
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"paths":`, `"suspects":`, `"sourcePorts":[64000,64001]`, `"inferred":1`, `"inferredTTLs":[1,2]`, `"address":"198.51.100.2"`} {
+		if !strings.Contains(string(js), want) {
+			t.Errorf("JSON lacks %s:\n%s", want, js)
+		}
+	}
+}
+
+// TestTraceCommand runs `prober trace --json` in a leaf-spine whose
+// routers keep Linux's default ICMP rate limit, and checks every flow's
+// spine, heard or inferred, against the spines' own counters.
+func TestTraceCommand(t *testing.T) {
+	f := labtest.Up(t, lab.Spec{Spines: 3, Racks: 2, NodesPerRack: 1, PodsPerNode: -1})
+	dst, _ := f.Host("n21")
+	const flows, base = 24, 63000
+	var sports []uint16
+	for p := range uint16(flows) {
+		sports = append(sports, base+p)
+	}
+	var reads []func() map[uint16]uint64
+	var names []string
+	for _, r := range f.Routers {
+		if r.Kind == lab.KindSpine {
+			reads = append(reads, labtest.SourcePortCounters(t, r.Namespace, sports))
+			names = append(names, r.Name)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	trace := func(args ...string) (string, string, error) {
+		cmd, err := f.Command(ctx, "n11", os.Args[0], append([]string{"trace"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env = append(os.Environ(), "PROBER_TEST_AS_MAIN=1")
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := lab.Start(cmd); err != nil {
+			t.Fatal(err)
+		}
+		err = cmd.Wait()
+		return out.String(), errOut.String(), err
+	}
+
+	start := time.Now()
+	out, errOut, err := trace("--flows", strconv.Itoa(flows), "--sport-base", strconv.Itoa(base), "--port", "9808", "--probes", "1", "--json", dst.Addr.String())
+	if err != nil {
+		t.Fatalf("prober trace: %v\n%s", err, errOut)
+	}
+	t.Logf("%d flows traced in %v", flows, time.Since(start).Round(time.Millisecond))
+	var rep struct {
+		Paths []struct {
+			SourcePorts []uint16 `json:"sourcePorts"`
+			Hops        []struct {
+				Address string `json:"address"`
+			} `json:"hops"`
+		} `json:"paths"`
+		Suspects []json.RawMessage `json:"suspects"`
+		Flows    []struct {
+			SourcePort uint16   `json:"sourcePort"`
+			Hops       []string `json:"hops"`
+			Inferred   []int    `json:"inferredTTLs"`
+		} `json:"flows"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	crossed := map[uint16]string{}
+	for i, read := range reads {
+		for p, n := range read() {
+			if n > 0 {
+				crossed[p] = names[i]
+			}
+		}
+	}
+	hops := f.Hops()
+	inferred := 0
+	for _, fl := range rep.Flows {
+		if len(fl.Hops) != 4 || fl.Hops[3] != dst.Addr.String() {
+			t.Errorf("sport %d: hops %v, want 4 ending at %v", fl.SourcePort, fl.Hops, dst.Addr)
+			continue
+		}
+		if got := hops[fl.Hops[1]]; got != crossed[fl.SourcePort] {
+			t.Errorf("sport %d: spine %q (hops %v, inferred %v), the flow crossed %q", fl.SourcePort, got, fl.Hops, fl.Inferred, crossed[fl.SourcePort])
+		}
+		if slices.Contains(fl.Inferred, 2) {
+			inferred++
+		}
+	}
+	if len(rep.Flows) != flows || len(rep.Paths) != 3 || len(rep.Suspects) != 0 {
+		t.Errorf("%d flows, %d paths, %d suspects; want %d, 3 (one per spine), 0", len(rep.Flows), len(rep.Paths), len(rep.Suspects), flows)
+	}
+	t.Logf("%d of %d spine hops inferred", inferred, flows)
+
+	// No name server is reachable from the namespace: nothing leaves it.
+	if _, errOut, err := trace("no-such-host.invalid"); err == nil || !strings.Contains(errOut, `cannot resolve host "no-such-host.invalid"`) {
+		t.Errorf("unresolvable host: err %v stderr %q", err, errOut)
+	}
+}
