@@ -86,6 +86,8 @@ type HTTP2Pinger struct {
 	stopDone context.CancelFunc
 
 	resets [numResetReasons]atomic.Uint64
+	// dialTCP dials p.addr; a net.Dialer's, replaced only by tests.
+	dialTCP func(ctx context.Context, addr string) (net.Conn, error)
 
 	mu       sync.Mutex
 	closed   bool
@@ -319,7 +321,16 @@ func (p *HTTP2Pinger) connect(ctx context.Context) (Result, bool) {
 	if ctx.Err() != nil {
 		return canceled(ctx), false
 	}
-	p.backoff()
+	// Back off only when somebody answered no (refused, a TLS or HTTP/2
+	// failure) or our side failed: redialling those every interval would
+	// cost the server a handshake each time, from every agent. A dial or
+	// handshake that timed out cost nobody anything but one lost SYN or
+	// ClientHello, like a tcp_syn probe; it is redialled on the next
+	// interval, so the connection is back one interval after an outage,
+	// however long the outage was.
+	if r.Outcome != Lost {
+		p.backoff()
+	}
 	if reason < numResetReasons {
 		p.resets[reason].Add(1)
 	}
@@ -338,8 +349,12 @@ func (p *HTTP2Pinger) dial(ctx context.Context) (*h2Conn, Result, ResetReason) {
 	// pinger does not know, and if it fired first it would turn the
 	// black hole's lost PINGs into an immediate ETIMEDOUT error, masking
 	// the very signal (see drop for how the dead socket is freed).
-	d := net.Dialer{KeepAlive: -1}
-	nc, err := d.DialContext(ctx, "tcp", p.addr)
+	dial := p.dialTCP
+	if dial == nil {
+		d := net.Dialer{KeepAlive: -1}
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	nc, err := dial(ctx, p.addr)
 	if err != nil {
 		r, reason := dialResult(p.addr, err)
 		return nil, r, reason

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,6 +120,38 @@ func TestHTTP2PingBackoff(t *testing.T) {
 	ping(t, p, Refused, "refused")
 	ping(t, p, LocalError, "backoff") // no packet sent, not counted against the network
 	wantResets(t, p, map[string]uint64{"refused": 1})
+}
+
+// TestHTTP2PingNoBackoffOnTimeout: dials that time out (a black hole that
+// eats SYNs) are lost probes, and each next Ping dials again, so the
+// connection is back one interval after an outage however long it was.
+// The dialer is the test's: nothing here can make the kernel drop a SYN
+// to loopback.
+func TestHTTP2PingNoBackoffOnTimeout(t *testing.T) {
+	t.Parallel()
+	addr, _ := startResponder(t, ResponderConfig{}, defaultResponderLimits)
+	p := newPinger(t, addr, HTTP2Config{Timeout: 50 * time.Millisecond, MinBackoff: time.Hour, MaxBackoff: time.Hour})
+	var dials atomic.Int32
+	var holed atomic.Bool
+	holed.Store(true)
+	p.dialTCP = func(ctx context.Context, a string) (net.Conn, error) {
+		dials.Add(1)
+		if holed.Load() {
+			<-ctx.Done()
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: ctx.Err()}
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", a)
+	}
+	for range 5 {
+		ping(t, p, Lost, "")
+	}
+	if n := dials.Load(); n != 5 {
+		t.Errorf("%d dials for 5 Pings into a black hole, want 5 (no backoff after a timeout)", n)
+	}
+	holed.Store(false)
+	ping(t, p, OK, "")
+	wantResets(t, p, map[string]uint64{})
 }
 
 // TestHTTP2PingServerGone: the responder dies under an open connection,
