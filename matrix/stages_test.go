@@ -187,12 +187,18 @@ func TestVoteBlamesSharedLink(t *testing.T) {
 func TestTierScoringUntraced(t *testing.T) {
 	t.Parallel()
 	// No traced paths: only pair totals and rack labels.
-	reps := func(lossy func(src string) bool) []api.Observations {
+	reps := func(lossy func(src string) bool, labelled bool) []api.Observations {
+		rack := func(r int) string {
+			if !labelled {
+				return ""
+			}
+			return fmt.Sprintf("rack%d", r)
+		}
 		var out []api.Observations
 		for r := range 4 {
 			for i := range 4 {
 				src := fmt.Sprintf("r%d-n%d", r, i)
-				obs := report(src, fmt.Sprintf("rack%d", r))
+				obs := report(src, rack(r))
 				for r2 := range 4 {
 					for i2 := range 4 {
 						dst := fmt.Sprintf("r%d-n%d", r2, i2)
@@ -203,7 +209,7 @@ func TestTierScoringUntraced(t *testing.T) {
 						if lossy(src) {
 							lost = 10
 						}
-						obs.Targets = append(obs.Targets, target(dst, fmt.Sprintf("rack%d", r2), 500, lost, 0.001))
+						obs.Targets = append(obs.Targets, target(dst, rack(r2), 500, lost, 0.001))
 					}
 				}
 				out = append(out, obs)
@@ -212,19 +218,33 @@ func TestTierScoringUntraced(t *testing.T) {
 		return out
 	}
 	for _, tc := range []struct {
-		name  string
-		lossy func(string) bool
-		want  string
+		name     string
+		lossy    func(string) bool
+		labelled bool
+		want     string
 	}{
-		{"one rack", func(s string) bool { return s[1] == '2' }, "device/rack2"},
-		{"all racks", func(string) bool { return true }, "tier/spine"},
+		{"one rack", func(s string) bool { return s[1] == '2' }, true, "device/rack2"},
+		{"all racks", func(string) bool { return true }, true, "tier/spine"},
+		// Without rack labels or traces nothing says where a rack ends:
+		// no ToR may be blamed, let alone one without a name.
+		{"no racks known", func(s string) bool { return s[1] == '2' }, false, ""},
+		{"no racks known, all lose", func(string) bool { return true }, false, ""},
 	} {
 		m, _ := New(Config{GroupBy: "rack"})
-		for _, o := range reps(tc.lossy) {
+		for _, o := range reps(tc.lossy, tc.labelled) {
 			must(t, m.Observe(t0, o))
 		}
-		if got := top(m.Localize(t0)); got != tc.want {
-			t.Errorf("%s: top = %s, want %s", tc.name, got, tc.want)
+		d := m.Localize(t0)
+		if tc.want != "" {
+			if got := top(d); got != tc.want {
+				t.Errorf("%s: top = %s, want %s", tc.name, got, tc.want)
+			}
+			continue
+		}
+		for _, s := range d.Suspects {
+			if s.Evidence.Stage == "tier" || s.Name == "" {
+				t.Errorf("%s: suspect %s/%q (stage %s: %s), want no tier suspect without racks", tc.name, s.Kind, s.Name, s.Evidence.Stage, s.Evidence.Detail)
+			}
 		}
 	}
 }

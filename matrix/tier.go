@@ -8,7 +8,8 @@ import (
 // tierSuspects is Pingmesh's rule over every pair, traced or not: a node
 // is symptomatic when its own paths out are significantly lossy (pairs
 // to excluded devices, already explained by a rule, left out); a rack is
-// symptomatic when at least RackShare of its nodes (and two or more) are.
+// symptomatic when at least RackShare of its nodes (and two or more) are;
+// nodes of no known rack are left out.
 // Some racks symptomatic blames those racks' ToRs; every rack (at least
 // two) blames the tier above them, which the matrix alone cannot narrow
 // to a device: traced paths can.
@@ -38,6 +39,12 @@ func tierSuspects(r *round, th *Thresholds, rackOf func(int32) string, excluded 
 	for _, d := range sortedKeys(nodes) {
 		n := nodes[d]
 		name := rackOf(d)
+		if name == "" {
+			// Neither a traced ToR nor a group label: nothing says
+			// which nodes share a ToR, and lumping them all into one
+			// nameless rack would blame a ToR that may not exist.
+			continue
+		}
 		rk := racks[name]
 		if rk == nil {
 			rk = &rack{}
