@@ -6,20 +6,33 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// nodePeer is the peer of a Ready Node with an IPv4 InternalIP. A NotReady
-// or deleted Node is no peer: probing it would count the node's own
-// outage (a reboot, a drain) as network loss.
+// nodePeer is the peer of a Node with an IPv4 InternalIP whose kubelet is
+// Ready, or silent. A silent kubelet (Ready Unknown: no status for the
+// node monitor's grace period) is what a network partition looks like
+// from the API server: in seeds 000 and 001 whole zones and then every
+// node went NotReady this way. Such a node stays a peer, labelled
+// ready=unknown, so that its loss shows in the matrix rather than
+// vanishing with it; a node that is merely down shows as a host suspect,
+// which is what it is. A kubelet that reports NotReady (False) is alive
+// and reaching the API server, and the node's trouble is its own (its
+// runtime, its CNI, a drain): it leaves, as a deleted Node does, so that
+// it is not counted as network loss.
 func nodePeer(n *corev1.Node, rackLabel string, port uint16) (Peer, bool) {
-	if n.DeletionTimestamp != nil || !nodeReady(n) {
+	ready := nodeReady(n)
+	if n.DeletionTimestamp != nil || (ready != corev1.ConditionTrue && ready != corev1.ConditionUnknown) {
 		return Peer{}, false
 	}
 	addr, ok := internalIP(n)
 	if !ok {
 		return Peer{}, false
 	}
+	labels := topology(n, rackLabel)
+	if ready == corev1.ConditionUnknown {
+		labels[LabelReady] = "unknown"
+	}
 	return Peer{
 		Name: n.Name, Class: ClassNode, Addr: addr, Port: port,
-		Labels:        topology(n, rackLabel),
+		Labels:        labels,
 		Unschedulable: n.Spec.Unschedulable,
 	}, true
 }
@@ -56,13 +69,15 @@ func podServing(p *corev1.Pod) bool {
 	return false
 }
 
-func nodeReady(n *corev1.Node) bool {
+// nodeReady is the status of the Node's Ready condition, "" without one
+// (a Node whose kubelet has not reported yet).
+func nodeReady(n *corev1.Node) corev1.ConditionStatus {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
+			return c.Status
 		}
 	}
-	return false
+	return ""
 }
 
 // internalIP is the Node's first IPv4 InternalIP: the agents probe over

@@ -337,15 +337,30 @@ func TestKubeDiscovery(t *testing.T) {
 	w.await(t, "terminating pod gone", 10*time.Second, func(ps []peers.Peer) bool {
 		return !has(ps, peers.ClassPod, "prober-pod-disc-1") && has(ps, peers.ClassPod, "prober-pod-disc-2")
 	})
-	// A NotReady Node leaves, and its agent flag with it.
-	n, err := core.Nodes().Get(ctx, "disc-2", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// A Node whose kubelet went silent (Ready Unknown, as in a
+	// partition) stays, marked; one whose kubelet reports NotReady
+	// leaves, and its agent flag with it.
+	setReady := func(st corev1.ConditionStatus) {
+		t.Helper()
+		n, err := core.Nodes().Get(ctx, "disc-2", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Status.Conditions[0].Status = st
+		if _, err := core.Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	n.Status.Conditions[0].Status = corev1.ConditionUnknown
-	if _, err := core.Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	setReady(corev1.ConditionUnknown)
+	w.await(t, "silent node marked", 10*time.Second, func(ps []peers.Peer) bool {
+		for _, p := range ps {
+			if p.Class == peers.ClassNode && p.Name == "disc-2" {
+				return p.Labels[peers.LabelReady] == "unknown"
+			}
+		}
+		return false
+	})
+	setReady(corev1.ConditionFalse)
 	w.await(t, "NotReady node gone", 10*time.Second, func(ps []peers.Peer) bool { return !has(ps, peers.ClassNode, "disc-2") })
 
 	// Quiet: discovery running, the test creating nothing. Its load is

@@ -21,6 +21,9 @@ const (
 	LabelNode = "node"
 	LabelZone = "zone"
 	LabelRack = "rack"
+	// LabelReady is "unknown" on a node peer whose kubelet has gone
+	// silent (see nodePeer); absent on Ready nodes.
+	LabelReady = "ready"
 )
 
 // Well-known Kubernetes names discovery reads.

@@ -154,6 +154,8 @@ func TestSnapshot(t *testing.T) {
 		node("n1", "192.0.2.1", true),
 		node("cordoned", "192.0.2.3", true, func(n *corev1.Node) { n.Spec.Unschedulable = true }),
 		node("notready", "192.0.2.4", false),
+		// A silent kubelet, as in a partition: the node stays, marked.
+		node("silent", "192.0.2.7", true, func(n *corev1.Node) { n.Status.Conditions[1].Status = corev1.ConditionUnknown }),
 		node("going", "192.0.2.5", true, deleting),
 		node("noip", "", true, func(n *corev1.Node) { n.Status.Addresses = n.Status.Addresses[:1] }),
 		node("v6only", "2001:db8::1", true),
@@ -187,6 +189,8 @@ func TestSnapshot(t *testing.T) {
 			Labels: map[string]string{LabelNode: "n1", LabelZone: "z1", LabelRack: "r1"}},
 		{Name: "n2", Class: ClassNode, Addr: netip.MustParseAddr("192.0.2.2"), Port: testPort,
 			Labels: map[string]string{LabelNode: "n2", LabelZone: "z1", LabelRack: "r1"}},
+		{Name: "silent", Class: ClassNode, Addr: netip.MustParseAddr("192.0.2.7"), Port: testPort,
+			Labels: map[string]string{LabelNode: "silent", LabelZone: "z1", LabelRack: "r1", LabelReady: "unknown"}},
 		{Name: "prober-pod-a", Class: ClassPod, Addr: netip.MustParseAddr("198.51.100.11"), Port: testPort, Agent: true,
 			Labels: map[string]string{LabelNode: "n1", LabelZone: "z1", LabelRack: "r1"}},
 		{Name: "prober-pod-b", Class: ClassPod, Addr: netip.MustParseAddr("198.51.100.12"), Port: testPort, Agent: true,
