@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -60,6 +61,7 @@ type Agent struct {
 
 	mu      sync.Mutex
 	targets map[string]*target
+	labels  map[string]string // its own, reported in observations
 	probeWG sync.WaitGroup
 }
 
@@ -72,6 +74,7 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 		src:     cfg.SourceAddr(),
 		reg:     prometheus.NewRegistry(),
 		targets: map[string]*target{},
+		labels:  maps.Clone(cfg.Labels),
 		now:     time.Now,
 	}
 	p := cfg.Probing

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -141,8 +142,32 @@ targets:
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	if got := getObservations(t, base); len(got.Targets) != 1 {
-		t.Errorf("observations after removal: %d targets", len(got.Targets))
+	got := getObservations(t, base)
+	if len(got.Targets) != 1 {
+		t.Fatalf("observations after removal: %d targets", len(got.Targets))
+	}
+	// The same peer with new labels (discovery marking a silent node)
+	// keeps its flows and reports the labels; the agent's own labels
+	// follow SetLabels (its node's rack, learnt from discovery).
+	kept := TargetsFromConfig(a.cfg)[:1]
+	kept[0].Labels = map[string]string{"ready": "unknown"}
+	if err := a.SetTargets(context.Background(), kept); err != nil {
+		t.Fatal(err)
+	}
+	a.SetLabels(map[string]string{"rack": "r9"})
+	relabelled := getObservations(t, base)
+	if relabelled.Targets[0].Labels["ready"] != "unknown" || relabelled.Agent.Labels["rack"] != "r9" {
+		t.Errorf("after relabelling: target labels %v, agent labels %v", relabelled.Targets[0].Labels, relabelled.Agent.Labels)
+	}
+	sports := func(o api.Observations) []uint16 {
+		var out []uint16
+		for _, f := range o.Targets[0].Protocols[1].Flows {
+			out = append(out, f.SourcePort)
+		}
+		return out
+	}
+	if !slices.Equal(sports(got), sports(relabelled)) {
+		t.Errorf("relabelling restarted the target: source ports %v, then %v", sports(got), sports(relabelled))
 	}
 	promtoolCheck(t, metrics)
 	if body := get(t, base+"/healthz"); strings.TrimSpace(body) != "ok" {

@@ -47,13 +47,14 @@ func (a *Agent) Observations() api.Observations {
 		SchemaVersion: api.SchemaVersion,
 		Agent: api.Agent{
 			Name: a.cfg.Name, Class: a.cfg.Class, Address: a.src.String(),
-			Labels: a.cfg.Labels, Version: Version,
+			Version: Version,
 		},
 		Time:          now,
 		WindowSeconds: a.cfg.Probing.Window.D().Seconds(),
 		Targets:       []api.Target{},
 	}
 	a.mu.Lock()
+	obs.Agent.Labels = a.labels
 	ts := make([]*target, 0, len(a.targets))
 	for _, t := range a.targets {
 		ts = append(ts, t)
@@ -62,8 +63,9 @@ func (a *Agent) Observations() api.Observations {
 	slices.SortFunc(ts, func(x, y *target) int { return strings.Compare(x.Name, y.Name) })
 	var rtts []float64
 	for _, t := range ts {
-		at := api.Target{Name: t.Name, Address: t.Addr.String(), Class: t.Class, Labels: t.Labels, Path: t.path}
+		at := api.Target{Name: t.Name, Address: t.Addr.String(), Class: t.Class, Path: t.path}
 		t.mu.Lock()
+		at.Labels = t.Labels
 		at.EstablishedFlowBlackhole = t.blackhole(now)
 		for _, proto := range a.cfg.Probing.Protocols {
 			ps, ok := t.protos[proto]

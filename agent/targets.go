@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -62,7 +63,14 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		if _, ok := a.targets[name]; ok {
+		if t, ok := a.targets[name]; ok {
+			// The same peer with new labels (a node marked ready=unknown,
+			// a rack label set): report them, keep probing.
+			if l := want[name].Labels; !maps.Equal(l, t.Labels) {
+				t.mu.Lock()
+				t.Labels = l
+				t.mu.Unlock()
+			}
 			continue
 		}
 		if len(a.targets) >= a.cfg.Probing.MaxTargets {
@@ -202,4 +210,13 @@ func (a *Agent) record(t *target, proto probe.Protocol, flow int, r probe.Result
 	if r.Outcome == probe.LocalError {
 		a.log.Debug("probe error", "peer", t.Name, "protocol", string(proto), "reason", r.Reason, "err", r.Err)
 	}
+}
+
+// SetLabels replaces the labels the agent reports for itself: with
+// Kubernetes discovery it learns its node's zone and rack only once the
+// first snapshot arrives.
+func (a *Agent) SetLabels(l map[string]string) {
+	a.mu.Lock()
+	a.labels = maps.Clone(l)
+	a.mu.Unlock()
 }

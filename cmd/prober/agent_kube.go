@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 
 	"golang.org/x/sync/errgroup"
@@ -68,12 +69,32 @@ func peersConfig(k *config.Kubernetes) peers.Config {
 // replaces the agent's targets.
 func runWithDiscovery(ctx context.Context, a *agent.Agent, d *peers.Discovery, cfg *config.Agent, log *slog.Logger) error {
 	return runDiscovering(ctx, a.Run, d, func(ctx context.Context, ps []peers.Peer) {
+		a.SetLabels(ownLabels(cfg.Labels, ps))
 		ts := planTargets(cfg.Name, cfg.Class, cfg.Labels[peers.LabelNode], cfg.SourceAddr(), ps, cfg.Probing.MaxTargets)
 		log.Info("targets from discovery", "peers", len(ps), "targets", len(ts))
 		if err := a.SetTargets(ctx, ts); err != nil {
 			log.Warn("targets", "err", err)
 		}
 	})
+}
+
+// ownLabels is the agent's configured labels plus the zone and rack of its
+// node as discovery sees it: the matrix groups agents by them (the tier
+// stage and per-rack views need them), and only the Node object has them.
+// Configured labels win.
+func ownLabels(configured map[string]string, ps []peers.Peer) map[string]string {
+	out := maps.Clone(configured)
+	for _, p := range ps {
+		if p.Class != peers.ClassNode || p.Name != configured[peers.LabelNode] {
+			continue
+		}
+		for _, k := range []string{peers.LabelZone, peers.LabelRack} {
+			if v := p.Labels[k]; v != "" && out[k] == "" {
+				out[k] = v
+			}
+		}
+	}
+	return out
 }
 
 // runDiscovering runs run until ctx ends and, with discovery (d not nil),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"testing"
@@ -56,6 +57,30 @@ func TestPlanTargets(t *testing.T) {
 	// Capped: the LB first.
 	if got := names(planTargets("n12", "node", "n12", netip.MustParseAddr("192.0.2.12"), ps, 2)); !slices.Equal(got, []string{"default/kubernetes", "n11"}) {
 		t.Errorf("capped at 2: %v", got)
+	}
+}
+
+func TestOwnLabels(t *testing.T) {
+	t.Parallel()
+	ps := []peers.Peer{
+		{Name: "n1", Class: peers.ClassNode, Labels: map[string]string{"node": "n1", "zone": "z1", "rack": "r1", "ready": "unknown"}},
+		{Name: "n2", Class: peers.ClassNode, Labels: map[string]string{"node": "n2", "zone": "z2", "rack": "r2"}},
+		{Name: "n2", Class: peers.ClassPod, Labels: map[string]string{"node": "n1", "zone": "zp", "rack": "rp"}},
+	}
+	configured := map[string]string{"node": "n2", "team": "net"}
+	got := ownLabels(configured, ps)
+	if want := map[string]string{"node": "n2", "team": "net", "zone": "z2", "rack": "r2"}; !maps.Equal(got, want) {
+		t.Errorf("node agent on n2: labels %v, want %v (its node's zone and rack only)", got, want)
+	}
+	if len(configured) != 2 {
+		t.Errorf("ownLabels changed the configured labels: %v", configured)
+	}
+	// Configured labels win; a node not in the snapshot adds nothing.
+	if got := ownLabels(map[string]string{"node": "n1", "rack": "mine"}, ps); !maps.Equal(got, map[string]string{"node": "n1", "rack": "mine", "zone": "z1"}) {
+		t.Errorf("configured rack: %v", got)
+	}
+	if got := ownLabels(map[string]string{"node": "n9"}, ps); !maps.Equal(got, map[string]string{"node": "n9"}) {
+		t.Errorf("unknown node: %v", got)
 	}
 }
 
