@@ -18,6 +18,9 @@ type round struct {
 	devHost []bool  // an agent or a target, not a Hops device
 	devLB   []bool  // the device of an lb target (its VIP)
 	devAcc  []int32 // a host's access device (first hop), or -1
+	// devExit is the device traces reach a host through (the hop
+	// before it), -1 when none reached it, -2 when they disagree.
+	devExit []int32
 	devAddr [][]string
 
 	links  []link
@@ -26,6 +29,7 @@ type round struct {
 
 	flows     []rflow
 	flowLinks []int32
+	spare     []int32 // closeTails's scratch for flowLinks
 
 	pairs []pair
 
@@ -65,14 +69,17 @@ const maxMixFlows = 64
 type rflow struct {
 	pair             int32
 	sourcePort       uint16
+	suspectHop       int16
 	sent, lost       uint64
 	linkStart        int32
 	linkEnd          int32
 	entry, exit      int32 // first and last fabric device, -1 unknown
-	complete         bool  // every hop answered and the path reached the target
 	src, dst         int32 // host devices
-	suspectHop       int16
 	hopStart, hopEnd int32 // into the agent's hops
+	// tail is the last device a trace that stopped short of its target
+	// heard (nothing after it answered), or -1.
+	tail     int32
+	complete bool // every hop answered and the path reached the target
 }
 
 type pair struct {
@@ -96,6 +103,7 @@ func (r *round) device(name string, host bool) int32 {
 	r.devHost = append(r.devHost, host)
 	r.devLB = append(r.devLB, false)
 	r.devAcc = append(r.devAcc, -1)
+	r.devExit = append(r.devExit, -1)
 	r.devAddr = append(r.devAddr, nil)
 	return id
 }
@@ -138,7 +146,7 @@ func (r *round) linkSlot(k uint64) *linkSlot {
 
 func (r *round) reset(agents []*agentState) {
 	r.agents = agents
-	r.devName, r.devHost, r.devLB, r.devAcc, r.devAddr = r.devName[:0], r.devHost[:0], r.devLB[:0], r.devAcc[:0], r.devAddr[:0]
+	r.devName, r.devHost, r.devLB, r.devAcc, r.devExit, r.devAddr = r.devName[:0], r.devHost[:0], r.devLB[:0], r.devAcc[:0], r.devExit[:0], r.devAddr[:0]
 	r.links, r.flows, r.flowLinks, r.pairs, r.mixes = r.links[:0], r.flows[:0], r.flowLinks[:0], r.pairs[:0], r.mixes[:0]
 	r.devID = map[string]int32{}
 	r.linkID = map[uint64]int32{}
@@ -244,7 +252,7 @@ func (m *Matrix) build(r *round, agents []*agentState) {
 					rf := rflow{
 						pair: int32(len(r.pairs)), sourcePort: f.sourcePort,
 						sent: f.sent, lost: f.lost, src: src, dst: dst,
-						entry: -1, exit: -1, suspectHop: f.suspectHop,
+						entry: -1, exit: -1, tail: -1, suspectHop: f.suspectHop,
 						hopStart: f.hopStart, hopEnd: f.hopEnd,
 						linkStart: int32(len(r.flowLinks)),
 					}
@@ -289,6 +297,11 @@ func (m *Matrix) build(r *round, agents []*agentState) {
 							rf.exit = chain[len(chain)-2]
 							r.addMixture(rf.entry, rf.exit, r.flowLinks[rf.linkStart+1:len(r.flowLinks)-1])
 						}
+						if last := chain[len(chain)-1]; last == dst && len(chain) >= 3 && chain[len(chain)-2] >= 0 {
+							r.sawExit(dst, chain[len(chain)-2])
+						} else if last != dst {
+							rf.tail = lastKnown(chain)
+						}
 						rf.complete = complete
 					}
 					rf.linkEnd = int32(len(r.flowLinks))
@@ -305,6 +318,71 @@ func (m *Matrix) build(r *round, agents []*agentState) {
 	for d := range r.devAddr {
 		slices.Sort(r.devAddr[d])
 	}
+	// A target that does not report (its agent is down, or the pulls
+	// die on the same broken NIC as its probes) has no traces of its
+	// own: its access device is the one the traces reach it through.
+	for d, acc := range r.devAcc {
+		if acc < 0 && r.devExit[d] >= 0 && r.devHost[d] && !r.devLB[d] {
+			r.devAcc[d] = r.devExit[d]
+		}
+	}
+	r.closeTails()
+}
+
+// sawExit notes that a trace reached host dst from device prev.
+func (r *round) sawExit(dst, prev int32) {
+	switch e := r.devExit[dst]; {
+	case e == -1:
+		r.devExit[dst] = prev
+	case e != prev:
+		r.devExit[dst] = -2
+	}
+}
+
+// lastKnown is the last device of chain that answered, or -1.
+func lastKnown(chain []int32) int32 {
+	for i := len(chain) - 1; i > 0; i-- {
+		if chain[i] >= 0 {
+			return chain[i]
+		}
+	}
+	return -1
+}
+
+// closeTails ends at its target each trace that stopped at the device
+// every trace reaching that target comes through: its last answers were
+// lost, most likely by the target's own link (a broken NIC eats the
+// answers to the trace as it eats the probes). Left open, such a flow
+// puts its loss on the links it shares with clean flows to the target's
+// neighbours, and a host's fault reads as its ToR's or a spine's. A
+// trace that stopped anywhere else keeps its gap: what lies in it is
+// unknown. The flows' links are copied once, only when a tail closes.
+func (r *round) closeTails() {
+	closes := func(f *rflow) bool { return f.tail >= 0 && f.tail == r.devExit[f.dst] }
+	found := false
+	for i := range r.flows {
+		if closes(&r.flows[i]) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return
+	}
+	links := r.spare[:0]
+	for i := range r.flows {
+		f := &r.flows[i]
+		start := int32(len(links))
+		links = append(links, r.flowLinks[f.linkStart:f.linkEnd]...)
+		if closes(f) {
+			if l := r.lookupLink(f.tail, f.dst); l >= 0 {
+				links = append(links, l)
+				f.exit = f.tail
+			}
+		}
+		f.linkStart, f.linkEnd = start, int32(len(links))
+	}
+	r.flowLinks, r.spare = links, r.flowLinks
 }
 
 func (r *round) addMixture(entry, exit int32, middle []int32) {

@@ -325,3 +325,59 @@ func TestSinceCarriedAcrossRounds(t *testing.T) {
 		t.Errorf("round 4: since = %v, want %v (a new run of rounds)", d.Suspects, t4)
 	}
 }
+
+// TestSilentHostNamed is a broken NIC on a host whose own agent the
+// matrix cannot pull (its NIC times out the pulls too; TestLive in
+// dashboards met it): only the other hosts' flows towards it show the
+// loss, and the traces of many of them stop short of it because its
+// answers were lost. Its access device comes from the traces that reach
+// it, and a trace that stops right there ends at it all the same, so
+// the loss lands on its access link, not on the ToR and spines the
+// clean flows to its rack-mates share.
+func TestSilentHostNamed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		reporting func(agent string) bool
+	}{
+		{"its rack-mates report", func(a string) bool { return a != "b3" }},
+		{"only the other rack reports", func(a string) bool { return a[0] == 'a' }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var reps []api.Observations
+			for _, o := range testReports(func(src, dst, _ string, _ uint16) uint64 {
+				if dst == "b3" {
+					return 25
+				}
+				return 0
+			}, false) {
+				if !tc.reporting(o.Agent.Name) {
+					continue
+				}
+				for ti := range o.Targets {
+					tg := &o.Targets[ti]
+					if tg.Name != "b3" {
+						continue
+					}
+					// Half of the traces lost every probe b3 answered.
+					for fi := range tg.Protocols[0].Flows {
+						if p := tg.Protocols[0].Flows[fi].Path; fi%2 == 0 {
+							p.Hops = p.Hops[:len(p.Hops)-1]
+						}
+					}
+				}
+				reps = append(reps, o)
+			}
+			d := localizeReports(t, reps)
+			if got := top(d); got != "host/b3" {
+				t.Errorf("top suspect = %s, want host/b3; all: %+v", got, d.Suspects)
+			}
+			for _, s := range d.Suspects {
+				if s.Kind != KindHost {
+					t.Errorf("suspect %s/%s (%s: %s) beside host/b3, want none: the fabric is clean", s.Kind, s.Name, s.Evidence.Stage, s.Evidence.Detail)
+				}
+			}
+		})
+	}
+}
