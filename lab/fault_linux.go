@@ -45,12 +45,18 @@ func (f *Fabric) Inject(ctx context.Context, ft Fault) error {
 	case FaultLBForget:
 		// At priority -150: after conntrack (-200) has attached the
 		// connection, before DNAT (-100). At -200 itself the chain may run
-		// before conntrack and sees no ct state (lab-facts.md).
+		// before conntrack and sees no ct state (lab-facts.md). A bare
+		// SYN opens a flow at an LB that forgot the old one, even when
+		// conntrack still holds the 5-tuple half-open (a probe that died
+		// past the LB leaves it in SYN_SENT for 2 minutes): it marks the
+		// connection too, or its SYN-ACK would be dropped on the way back.
+		mark := []expr.Any{
+			&expr.Immediate{Register: 1, Data: binaryutil.NativeEndian.PutUint32(ctMarkSeen)},
+			&expr.Ct{Register: 1, SourceRegister: true, Key: expr.CtKeyMARK},
+		}
 		err = addFault(ns(KindLB), ft.Kind, hookRules{prerouting: [][]expr.Any{
-			rule(ctStateNew(), []expr.Any{
-				&expr.Immediate{Register: 1, Data: binaryutil.NativeEndian.PutUint32(ctMarkSeen)},
-				&expr.Ct{Register: 1, SourceRegister: true, Key: expr.CtKeyMARK},
-			}),
+			rule(ctStateNew(), mark),
+			rule(isTCP(), tcpBareSYN(), mark),
 			{
 				&expr.Ct{Register: 1, Key: expr.CtKeyMARK},
 				&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(ctMarkSeen)},
@@ -90,6 +96,21 @@ func (f *Fabric) Inject(ctx context.Context, ft Fault) error {
 func linkLoss(peer string, permille int) hookRules {
 	return hookRules{forward: [][]expr.Any{rule(oifIs(peer), randomBelow(permille), []expr.Any{drop()})}}
 }
+
+// tcp flags & (syn | ack) == syn
+func tcpBareSYN() []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 13, Len: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 1, Mask: []byte{tcpSYN | tcpACK}, Xor: []byte{0}},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{tcpSYN}},
+	}
+}
+
+// TCP header flag bits (RFC 9293 §3.1), in the byte at offset 13.
+const (
+	tcpSYN = 0x02
+	tcpACK = 0x10
+)
 
 // ct state new
 func ctStateNew() []expr.Any {
