@@ -338,8 +338,9 @@ type traceRun struct {
 
 // traceFlow sends cfg.Probes rounds of TTL-limited SYNs for one flow, at
 // the paced rate. A round sends the TTLs up to the flow's end (its
-// destination, or a hop that answered Unreachable) in random order, and
-// then, while the end is unknown, the next TTLs one by one up to MaxTTL.
+// destination, or a hop that answered Unreachable), in random order when
+// several flows are traced together, and then, while the end is unknown,
+// the next TTLs one by one up to MaxTTL.
 // The first flow of a Trace goes alone and in TTL order, so that the
 // others know where paths end (run.hint) and can shuffle: flows that send
 // their TTLs in the same order would spend every router's burst of ICMP
@@ -401,7 +402,16 @@ func (tr *Tracer) traceFlow(ctx context.Context, target Target, sport uint16, cf
 		for i := range ttls {
 			ttls[i] = i + 1
 		}
-		rand.Shuffle(len(ttls), func(i, j int) { ttls[i], ttls[j] = ttls[j], ttls[i] })
+		// Random order spreads routers' bursts over the flows of a
+		// trace. A lone flow (the agent's) goes in TTL order: each
+		// round then ends on the probe that reaches the destination,
+		// whose answer and our RST close the 5-tuple in the stateful
+		// devices on the way (an LB's, NAT's or firewall's conntrack),
+		// instead of leaving it half-open for minutes from a probe
+		// that died past them, under the flow's next regular SYN.
+		if len(run.g.runs) > 1 {
+			rand.Shuffle(len(ttls), func(i, j int) { ttls[i], ttls[j] = ttls[j], ttls[i] })
+		}
 		last, err := tr.sendTTLs(ctx, enc, fr, run.pace, ttls, round)
 		if err != nil {
 			return failed(err)
