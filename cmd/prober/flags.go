@@ -34,6 +34,23 @@ func parseFlags(fs *flag.FlagSet, args []string) int {
 	}
 }
 
+// parseInterspersed is parseFlags for a command that takes arguments:
+// flags may also follow them (`prober trace HOST --json`), as operators
+// type them. The arguments are returned in order.
+func parseInterspersed(fs *flag.FlagSet, args []string) (positional []string, code int) {
+	for {
+		if code := parseFlags(fs, args); code >= 0 {
+			return nil, code
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return positional, -1
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
+	}
+}
+
 // configCommand is what the long-running subcommands (agent, matrix) take:
 // a config file, --check, --log-level.
 type configCommand struct {

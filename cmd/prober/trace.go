@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/netprober/prober/probe"
@@ -28,11 +31,12 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	source := fs.String("source", "", "source address (default: the one routing picks for HOST)")
 	sportBase := fs.Int("sport-base", 64000, "first source port to reserve; ports in use are skipped")
-	if code := parseFlags(fs, args); code >= 0 {
+	hosts, code := parseInterspersed(fs, args)
+	if code >= 0 {
 		return code
 	}
 	var errs []string
-	if fs.NArg() != 1 {
+	if len(hosts) != 1 {
 		errs = append(errs, "exactly one HOST is required")
 	}
 	if *flows < 1 || *flows > 256 {
@@ -70,7 +74,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 
-	host := fs.Arg(0)
+	host := hosts[0]
 	dst, err := resolve(ctx, host)
 	if err != nil {
 		fmt.Fprintf(stderr, "prober trace: %v\n", err)
@@ -83,6 +87,10 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	tr, err := probe.NewStandaloneTracer(probe.StandaloneConfig{Source: src, PortBase: uint16(*sportBase), Flows: *flows})
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+		fmt.Fprintf(stderr, "prober trace: needs CAP_NET_RAW for its raw sockets: run it as root, or grant it to the binary with 'setcap cap_net_raw+ep %s' (%v)\n", os.Args[0], err)
+		return exitRuntime
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "prober trace: %v\n", err)
 		return exitRuntime
@@ -147,8 +155,13 @@ func sourceFor(dst netip.Addr) (netip.Addr, error) {
 }
 
 // progress prints what is going on to w once a second, after the first
-// second, until stopped.
+// second, until stopped: on a terminal one line rewritten in place, else
+// a line each time, so a log shows no carriage returns.
 func progress(w io.Writer, what string, start time.Time) (stop func()) {
+	format, end := "%s... %ds\n", ""
+	if isTerminal(w) {
+		format, end = "\r%s... %ds", "\n"
+	}
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -160,11 +173,11 @@ func progress(w io.Writer, what string, start time.Time) (stop func()) {
 			select {
 			case <-done:
 				if printed {
-					fmt.Fprintln(w)
+					fmt.Fprint(w, end)
 				}
 				return
 			case <-t.C:
-				fmt.Fprintf(w, "\r%s... %ds", what, int(time.Since(start).Seconds()))
+				fmt.Fprintf(w, format, what, int(time.Since(start).Seconds()))
 				printed = true
 			}
 		}

@@ -30,6 +30,11 @@ func TestTraceFlags(t *testing.T) {
 		{"source", []string{"--source", "2001:db8::1", "192.0.2.1"}, `--source: "2001:db8::1" is not an IPv4 address`},
 		{"sport-base", []string{"--sport-base", "80", "192.0.2.1"}, "--sport-base: 80 leaves no room"},
 		{"unknown flag", []string{"--bogus", "192.0.2.1"}, "flag provided but not defined: -bogus"},
+		// Flags after HOST are parsed too (nothing is sent: the value
+		// is refused first).
+		{"flag after host", []string{"192.0.2.1", "--flows", "300"}, "--flows: 300 not in 1..256"},
+		{"unknown flag after host", []string{"192.0.2.1", "--bogus"}, "flag provided but not defined: -bogus"},
+		{"two hosts around a flag", []string{"192.0.2.1", "--json", "192.0.2.2"}, "exactly one HOST is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -55,8 +60,8 @@ func TestTraceNoPrivilege(t *testing.T) {
 		t.Skip("runs as root, which has CAP_NET_RAW; the non-root run of the suite covers this")
 	}
 	code, _, errOut := runArgs("trace", "--source", "127.0.0.1", "192.0.2.1")
-	if code != exitRuntime || !strings.Contains(errOut, "CAP_NET_RAW") {
-		t.Errorf("exit %d stderr %q, want %d naming CAP_NET_RAW", code, errOut, exitRuntime)
+	if code != exitRuntime || !strings.Contains(errOut, "CAP_NET_RAW") || !strings.Contains(errOut, "setcap cap_net_raw+ep") {
+		t.Errorf("exit %d stderr %q, want %d naming CAP_NET_RAW and how to grant it", code, errOut, exitRuntime)
 	}
 }
 
@@ -151,5 +156,19 @@ func TestTraceReport(t *testing.T) {
 		if !strings.Contains(string(js), want) {
 			t.Errorf("JSON lacks %s:\n%s", want, js)
 		}
+	}
+}
+
+// TestTraceProgressNotATerminal: progress to a pipe or log prints whole
+// lines, no carriage returns.
+func TestTraceProgressNotATerminal(t *testing.T) {
+	t.Parallel()
+	var buf strings.Builder // written by progress's goroutine, read after stop
+	stop := progress(&buf, "tracing 32 flows to 198.18.0.1:80", time.Now().Add(-3*time.Second))
+	time.Sleep(1200 * time.Millisecond)
+	stop()
+	got := buf.String()
+	if got != "tracing 32 flows to 198.18.0.1:80... 4s\n" {
+		t.Errorf("progress wrote %q, want one line ending in a newline", got)
 	}
 }
