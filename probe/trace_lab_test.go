@@ -110,8 +110,31 @@ func spineSeen(ft probe.FlowTrace, hops map[string]string) string {
 	return ""
 }
 
+// TestTraceFindsEverySpine traces 16 flows under Linux's default ICMP
+// rate limit, with the routers hashing ECMP as the lab does (policy 3 on
+// the 5-tuple) and with the kernel's own L4 policy (1), which hashes a
+// raw-socket probe's 5-tuple alike: every flow's spine must be the one
+// the spines' counters saw it cross, and all three must be found.
 func TestTraceFindsEverySpine(t *testing.T) {
-	l := upTraceLab(t)
+	for _, policy := range []string{"3", "1"} {
+		t.Run("fib_multipath_hash_policy="+policy, func(t *testing.T) {
+			l := upTraceLab(t)
+			for _, r := range l.f.Routers {
+				if err := lab.Do(r.Namespace, func() error {
+					return os.WriteFile("/proc/sys/net/ipv4/fib_multipath_hash_policy", []byte(policy), 0o644)
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if got, err := lab.Sysctl(r.Namespace, "net.ipv4.fib_multipath_hash_policy"); err != nil || got != policy {
+					t.Fatalf("%s: fib_multipath_hash_policy %q (%v), want %s", r.Name, got, err, policy)
+				}
+			}
+			traceEverySpine(t, l)
+		})
+	}
+}
+
+func traceEverySpine(t *testing.T, l *traceLab) {
 	tr, ports := l.tracer(t, 62000, 16)
 	truth := spineCounters(t, l.f, ports)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
