@@ -377,7 +377,6 @@ func (r *round) closeTails() {
 		if closes(f) {
 			if l := r.lookupLink(f.tail, f.dst); l >= 0 {
 				links = append(links, l)
-				f.exit = f.tail
 			}
 		}
 		f.linkStart, f.linkEnd = start, int32(len(links))

@@ -361,9 +361,9 @@ func TestSilentHostNamed(t *testing.T) {
 						continue
 					}
 					// Half of the traces lost every probe b3 answered.
-					for fi := range tg.Protocols[0].Flows {
-						if p := tg.Protocols[0].Flows[fi].Path; fi%2 == 0 {
-							p.Hops = p.Hops[:len(p.Hops)-1]
+					for fi, fl := range tg.Protocols[0].Flows {
+						if fi%2 == 0 {
+							fl.Path.Hops = fl.Path.Hops[:len(fl.Path.Hops)-1]
 						}
 					}
 				}
