@@ -33,6 +33,9 @@ func Do(ns string, fn func() error) error { return errors.ErrUnsupported }
 // Sysctl needs Linux.
 func Sysctl(ns, key string) (string, error) { return "", errors.ErrUnsupported }
 
+// SetSysctl needs Linux.
+func SetSysctl(ns, key, value string) error { return errors.ErrUnsupported }
+
 // Command needs Linux.
 func (f *Fabric) Command(ctx context.Context, ns, name string, args ...string) (*exec.Cmd, error) {
 	return nil, errors.ErrUnsupported

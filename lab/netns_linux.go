@@ -113,6 +113,12 @@ func Sysctl(ns, key string) (string, error) {
 	return v, err
 }
 
+// SetSysctl writes a sysctl such as "net.ipv4.icmp_ratelimit" inside
+// namespace ns.
+func SetSysctl(ns, key, value string) error {
+	return Do(ns, sysctl{key: key, value: value}.write)
+}
+
 // listNS returns the pinned namespaces whose names start with prefix-.
 func listNS(prefix string) ([]string, error) {
 	entries, err := os.ReadDir(netnsDir)

@@ -46,6 +46,16 @@ func upTraceLab(t *testing.T) *traceLab {
 	return &traceLab{f: f, src: src, dst: dst, target: probe.Target{Addr: dst.Addr, Port: traceLabPort}}
 }
 
+// routerSysctl sets a sysctl in every router of the lab.
+func (l *traceLab) routerSysctl(t *testing.T, key, value string) {
+	t.Helper()
+	for _, r := range l.f.Routers {
+		if err := lab.SetSysctl(r.Namespace, key, value); err != nil {
+			t.Fatalf("%s: %v", r.Name, err)
+		}
+	}
+}
+
 // tracer starts a standalone tracer inside the source host's namespace.
 func (l *traceLab) tracer(t *testing.T, base uint16, flows int) (*probe.Tracer, []uint16) {
 	t.Helper()
@@ -119,12 +129,8 @@ func TestTraceFindsEverySpine(t *testing.T) {
 	for _, policy := range []string{"3", "1"} {
 		t.Run("fib_multipath_hash_policy="+policy, func(t *testing.T) {
 			l := upTraceLab(t)
+			l.routerSysctl(t, "net.ipv4.fib_multipath_hash_policy", policy)
 			for _, r := range l.f.Routers {
-				if err := lab.Do(r.Namespace, func() error {
-					return os.WriteFile("/proc/sys/net/ipv4/fib_multipath_hash_policy", []byte(policy), 0o644)
-				}); err != nil {
-					t.Fatal(err)
-				}
 				if got, err := lab.Sysctl(r.Namespace, "net.ipv4.fib_multipath_hash_policy"); err != nil || got != policy {
 					t.Fatalf("%s: fib_multipath_hash_policy %q (%v), want %s", r.Name, got, err, policy)
 				}
@@ -187,13 +193,7 @@ func traceEverySpine(t *testing.T, l *traceLab) {
 // checks that rate-limited silence is never read as loss.
 func TestTraceLossySpine(t *testing.T) {
 	l := upTraceLab(t)
-	for _, r := range l.f.Routers {
-		if err := lab.Do(r.Namespace, func() error {
-			return os.WriteFile("/proc/sys/net/ipv4/icmp_ratelimit", []byte("0"), 0o644)
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l.routerSysctl(t, "net.ipv4.icmp_ratelimit", "0")
 	tr, ports := l.tracer(t, 62100, 16)
 	truth := spineCounters(t, l.f, ports)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -292,13 +292,7 @@ func TestTraceSideBySide(t *testing.T) {
 	if slowLoop {
 		time.Sleep(6 * time.Second) // the routers' ICMP budget refills
 	} else {
-		for _, r := range l.f.Routers {
-			if err := lab.Do(r.Namespace, func() error {
-				return os.WriteFile("/proc/sys/net/ipv4/icmp_ratelimit", []byte("0"), 0o644)
-			}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		l.routerSysctl(t, "net.ipv4.icmp_ratelimit", "0")
 	}
 	start = time.Now()
 	trRight := 0
