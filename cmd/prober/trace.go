@@ -88,7 +88,13 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	tr, err := probe.NewStandaloneTracer(probe.StandaloneConfig{Source: src, PortBase: uint16(*sportBase), Flows: *flows})
 	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
-		fmt.Fprintf(stderr, "prober trace: needs CAP_NET_RAW for its raw sockets: run it as root, or grant it to the binary with 'setcap cap_net_raw+ep %s' (%v)\n", os.Args[0], err)
+		// The probe's own message suggests a Pod's securityContext; an
+		// operator at a shell wants setcap. Only the failed call is kept.
+		cause := err
+		if op := (*net.OpError)(nil); errors.As(err, &op) {
+			cause = op
+		}
+		fmt.Fprintf(stderr, "prober trace: needs CAP_NET_RAW for its raw sockets: run it as root, or grant it to the binary with 'setcap cap_net_raw+ep %s' (%v)\n", os.Args[0], cause)
 		return exitRuntime
 	}
 	if err != nil {
@@ -106,7 +112,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 
 	start := time.Now()
-	stopProgress := progress(stderr, fmt.Sprintf("tracing %d flows to %s:%d", *flows, dst, *port), start)
+	stopProgress := progress(stderr, fmt.Sprintf("tracing %d flows to %s:%d", *flows, dst, *port), start, time.Second)
 	fts, err := tr.Trace(ctx, probe.Target{Addr: dst, Port: uint16(*port)}, sports, cfg)
 	stopProgress()
 	if err != nil {
@@ -154,10 +160,10 @@ func sourceFor(dst netip.Addr) (netip.Addr, error) {
 	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
 }
 
-// progress prints what is going on to w once a second, after the first
-// second, until stopped: on a terminal one line rewritten in place, else
-// a line each time, so a log shows no carriage returns.
-func progress(w io.Writer, what string, start time.Time) (stop func()) {
+// progress prints what is going on to w every period, after the first,
+// until stopped: on a terminal one line rewritten in place, else a line
+// each time, so a log shows no carriage returns.
+func progress(w io.Writer, what string, start time.Time, every time.Duration) (stop func()) {
 	format, end := "%s... %ds\n", ""
 	if isTerminal(w) {
 		format, end = "\r%s... %ds", "\n"
@@ -166,7 +172,7 @@ func progress(w io.Writer, what string, start time.Time) (stop func()) {
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		t := time.NewTicker(time.Second)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		printed := false
 		for {
