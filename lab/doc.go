@@ -43,11 +43,13 @@
 //	198.18.S.0/24          spine S's links
 //	198.18.S.2(R-1)/31     spine S <-> ToR R: spine even, ToR odd
 //	198.18.S.254/31        spine S <-> LB: spine .254, LB .255
+//	198.18.S.252/31        spine S <-> control plane: spine .252, cp .253
 //	198.19.R.0/24          rack R's nodes: ToR br0 .1, node N .10+N
 //	198.19.100+R.0/24      rack R's pods: node N's pod CIDR .16N/28,
 //	                       pod P .16N+P
 //	198.19.250.10          the VIP (on the LB's lo)
 //	198.19.250.11          the LB's SNAT source (on the LB's lo)
+//	198.19.251.10          the control plane (on its lo), with ControlPlane
 //
 // So n21 is 198.19.2.11, n21p1 is 198.19.102.17, and the address a
 // traceroute shows for spine 2 seen from rack 1 is 198.18.2.0. Spines
@@ -61,6 +63,15 @@
 // The LB namespace DNATs TCP to the VIP (every port, or Spec.LBPorts) to
 // a random node, same port (`dnat to numgen random mod N map {...}`), and
 // SNATs it to 198.19.250.11 so replies come back through it (one-arm LB).
+//
+// # A real cluster's fabric
+//
+// Spec.ControlPlane adds <prefix>-cp, a leaf behind every spine like the
+// LB, where a Kubernetes control plane runs; the VIP then forwards only
+// APIServerPort (6443), to it: the API server's load balancer, which
+// kubelets reach through the fabric. Spec.PodCIDRs routes each node's pod
+// CIDR (Host.PodCIDR, inside PodRange) to it without lab pods, for the
+// pods a CNI plugin creates there. Package testbed builds a cluster on it.
 //
 // # Faults
 //

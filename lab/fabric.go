@@ -13,10 +13,12 @@ import (
 	"strings"
 )
 
-// Host classes: a node runs the node-class agent, a pod the pod-class one.
+// Host classes: a node runs the node-class agent, a pod the pod-class one;
+// the control plane runs a Kubernetes control plane and no agent.
 const (
-	ClassNode = "node"
-	ClassPod  = "pod"
+	ClassNode         = "node"
+	ClassPod          = "pod"
+	ClassControlPlane = "controlplane"
 )
 
 // Router kinds.
@@ -35,6 +37,9 @@ type Host struct {
 	Zone      string     `json:"zone"`  // "z2"
 	Node      string     `json:"node"`  // the node itself, or the pod's node
 	Class     string     `json:"class"` // ClassNode or ClassPod
+	// PodCIDR is the prefix the fabric routes to a node for its pods
+	// (lab pods, or a CNI's with Spec.PodCIDRs); invalid otherwise.
+	PodCIDR netip.Prefix `json:"pod_cidr,omitzero"`
 }
 
 // Router is a spine, a ToR or the LB.
@@ -64,8 +69,12 @@ type Fabric struct {
 	VIP netip.Addr `json:"vip"`
 	// LBSource is the LB-owned address the LB SNATs to (one-arm LB).
 	LBSource netip.Addr `json:"lb_source"`
-	// Backends are the VIP's DNAT targets: every node.
+	// Backends are the VIP's DNAT targets: every node, or the control
+	// plane.
 	Backends []netip.Addr `json:"backends,omitempty"`
+	// ControlPlane is the control plane's namespace (Spec.ControlPlane),
+	// nil without one. It is no agent host, so not in Hosts.
+	ControlPlane *Host `json:"control_plane,omitempty"`
 
 	logger *slog.Logger
 }
@@ -121,7 +130,7 @@ func (f *Fabric) Nodes() []Host {
 }
 
 // Namespace returns the namespace of the host or router called name
-// ("n21", "spine2"), or name itself if it already is one of this lab's
+// ("n21", "spine2", "cp"), or name itself if it already is one of this lab's
 // namespaces. Everything that enters a namespace goes through it, so
 // nothing runs in a namespace the lab did not create.
 func (f *Fabric) Namespace(name string) (string, error) {
@@ -130,6 +139,9 @@ func (f *Fabric) Namespace(name string) (string, error) {
 	}
 	if r, ok := f.Router(name); ok {
 		return r.Namespace, nil
+	}
+	if cp := f.ControlPlane; cp != nil && cp.Name == name {
+		return cp.Namespace, nil
 	}
 	for _, ns := range f.namespaces() {
 		if ns == name {
@@ -150,6 +162,9 @@ func (f *Fabric) column(pick func(name, ns string) string) []string {
 	}
 	for _, h := range f.Hosts {
 		all = append(all, pick(h.Name, h.Namespace))
+	}
+	if cp := f.ControlPlane; cp != nil {
+		all = append(all, pick(cp.Name, cp.Namespace))
 	}
 	return all
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/netprober/prober/lab"
 	"github.com/netprober/prober/lab/labtest"
@@ -469,4 +472,52 @@ func TestLBPorts(t *testing.T) {
 	} else if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("VIP:8081: %v, want connection refused", err)
 	}
+}
+
+// TestControlPlaneFabric: the fabric a real cluster runs on. The control
+// plane's namespace answers on its own address from every rack, the VIP
+// forwards the API server port to it, and an address in a node's pod
+// CIDR (as a CNI would give a pod) is reached across the fabric.
+func TestControlPlaneFabric(t *testing.T) {
+	f := labtest.Up(t, lab.Spec{Spines: 2, Racks: 2, NodesPerRack: 1, PodsPerNode: -1, LB: true, ControlPlane: true, PodCIDRs: true})
+	cp := f.ControlPlane
+	if cp == nil {
+		t.Fatal("no control plane")
+	}
+	listen(t, cp.Namespace, netip.AddrPortFrom(cp.Addr, lab.APIServerPort))
+	n11, _ := f.Host("n11")
+	n21, _ := f.Host("n21")
+	pod := n21.PodCIDR.Addr().Next() // as a CNI's first pod on n21
+	if err := lab.Do(n21.Namespace, func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		return netlink.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: pod.AsSlice(), Mask: net.CIDRMask(32, 32)}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	listen(t, n21.Namespace, netip.AddrPortFrom(pod, 9808))
+	for _, to := range []netip.AddrPort{
+		netip.AddrPortFrom(cp.Addr, lab.APIServerPort), // direct, through a spine
+		netip.AddrPortFrom(f.VIP, lab.APIServerPort),   // through the LB
+		netip.AddrPortFrom(pod, 9808),                  // n21's pod CIDR, from rack 1
+	} {
+		c, err := dial(n11.Namespace, netip.AddrPort{}, to, 2*time.Second)
+		if err != nil {
+			t.Errorf("n11 -> %v: %v", to, err)
+			continue
+		}
+		if err := roundTrip(c, "hello", 2*time.Second); err != nil {
+			t.Errorf("n11 -> %v: %v", to, err)
+		}
+		abort(c)
+	}
+	// The control plane reaches the pod CIDRs: kube-proxy's replies to a
+	// pod that called the kubernetes Service take this path back.
+	c, err := dial(cp.Namespace, netip.AddrPort{}, netip.AddrPortFrom(pod, 9808), 2*time.Second)
+	if err != nil {
+		t.Fatalf("cp -> pod %v: %v", pod, err)
+	}
+	abort(c)
 }

@@ -14,7 +14,15 @@ var (
 	lbNet     = netip.MustParsePrefix("198.19.250.0/24")
 	vipAddr   = netip.MustParseAddr("198.19.250.10")
 	lbSrcAddr = netip.MustParseAddr("198.19.250.11")
+	cpNet     = netip.MustParsePrefix("198.19.251.0/24")
+	cpAddr    = netip.MustParseAddr("198.19.251.10")
+	// PodRange holds every rack's pod network (198.19.101.0/24 ..
+	// 198.19.109.0/24): a cluster's pod CIDR.
+	PodRange = netip.MustParsePrefix("198.19.96.0/20")
 )
+
+// APIServerPort is the port the VIP forwards to the control plane.
+const APIServerPort = 6443
 
 func v4(a, b, c, d int) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(a), byte(b), byte(c), byte(d)})
@@ -28,6 +36,9 @@ func torLink(s, r int) (spine, tor netip.Prefix) {
 }
 func lbLink(s int) (spine, lb netip.Prefix) {
 	return netip.PrefixFrom(v4(198, 18, s, 254), 31), netip.PrefixFrom(v4(198, 18, s, 255), 31)
+}
+func cpLink(s int) (spine, cp netip.Prefix) {
+	return netip.PrefixFrom(v4(198, 18, s, 252), 31), netip.PrefixFrom(v4(198, 18, s, 253), 31)
 }
 
 // Rack r's nodes share 198.19.r.0/24 behind the ToR's bridge (.1); node n
@@ -54,6 +65,8 @@ func zoneName(z int) string      { return fmt.Sprintf("z%d", z) }
 const (
 	bridgeName = "br0"  // the rack's L2 segment in the ToR
 	hostIf     = "eth0" // a node's or pod's own NIC
+	// ControlPlaneName names the control plane's namespace: <prefix>-cp.
+	ControlPlaneName = "cp"
 )
 
 func nsName(prefix, device string) string { return prefix + "-" + device }
@@ -124,6 +137,29 @@ func newPlan(spec Spec) *plan {
 		addNS(KindLB, KindLB)
 		lb = &Router{Name: KindLB, Kind: KindLB, Namespace: ns(KindLB)}
 	}
+	if spec.ControlPlane {
+		addNS(ControlPlaneName, ClassControlPlane)
+		f.ControlPlane = &Host{Name: ControlPlaneName, Namespace: ns(ControlPlaneName), Addr: cpAddr, Class: ClassControlPlane}
+	}
+	// leafUp routes a spine-attached leaf (the LB, the control plane):
+	// each spine's link net via that spine, every rack and the other
+	// leaves' nets by ECMP over all spines.
+	leafUp := func(leaf string, link func(s int) (netip.Prefix, netip.Prefix), others ...netip.Prefix) {
+		up := make([]nexthop, spec.Spines)
+		for s := 1; s <= spec.Spines; s++ {
+			sa, _ := link(s)
+			up[s-1] = nexthop{spineName(s), sa.Addr()}
+			route(leaf, spineLinkNet(s), up[s-1])
+		}
+		for r := 1; r <= spec.Racks; r++ {
+			for _, dst := range rackPrefixes(r) {
+				route(leaf, dst, up...)
+			}
+		}
+		for _, dst := range others {
+			route(leaf, dst, up...)
+		}
+	}
 
 	// Router links and the spines' routes down to the racks.
 	for s := 1; s <= spec.Spines; s++ {
@@ -150,6 +186,15 @@ func newPlan(spec Spec) *plan {
 			lb.Interfaces = append(lb.Interfaces, Interface{Name: spineName(s), Addr: la, Peer: spineName(s)})
 			route(sp.Name, lbNet, nexthop{KindLB, la.Addr()})
 		}
+		if cp := f.ControlPlane; cp != nil {
+			sa, ca := cpLink(s)
+			p.links = append(p.links, linkPlan{
+				a: linkEnd{ns: sp.Namespace, dev: cp.Name, addr: sa},
+				b: linkEnd{ns: cp.Namespace, dev: spineName(s), addr: ca},
+			})
+			sp.Interfaces = append(sp.Interfaces, Interface{Name: cp.Name, Addr: sa, Peer: cp.Name})
+			route(sp.Name, cpNet, nexthop{cp.Name, ca.Addr()})
+		}
 	}
 
 	// ToRs: ECMP up to every other rack and the LB over all spines, the
@@ -173,6 +218,9 @@ func newPlan(spec Spec) *plan {
 		if lb != nil {
 			route(tor.Name, lbNet, up...)
 		}
+		if f.ControlPlane != nil {
+			route(tor.Name, cpNet, up...)
+		}
 		p.addrs = append(p.addrs, addrPlan{tor.Namespace, bridgeName, rackGateway(r)})
 		tor.Interfaces = append(tor.Interfaces, Interface{Name: bridgeName, Addr: rackGateway(r)})
 
@@ -189,8 +237,9 @@ func newPlan(spec Spec) *plan {
 				b: linkEnd{ns: tor.Namespace, dev: node.Name, master: bridgeName},
 			})
 			route(node.Name, LabRange, nexthop{hostIf, rackGateway(r).Addr()})
-			if spec.PodsPerNode > 0 {
+			if spec.PodsPerNode > 0 || spec.PodCIDRs {
 				route(tor.Name, podCIDR(r, n), nexthop{bridgeName, node.Addr})
+				f.Hosts[len(f.Hosts)-1].PodCIDR = podCIDR(r, n)
 			}
 			// A pod's gateway is its node's own address, reached on-link
 			// over the pod's veth, as Calico does with 169.254.1.1: the
@@ -215,25 +264,30 @@ func newPlan(spec Spec) *plan {
 	}
 
 	if lb != nil {
-		up := make([]nexthop, spec.Spines)
-		for s := 1; s <= spec.Spines; s++ {
-			sa, _ := lbLink(s)
-			up[s-1] = nexthop{spineName(s), sa.Addr()}
-			route(lb.Name, spineLinkNet(s), up[s-1])
+		var others []netip.Prefix
+		if f.ControlPlane != nil {
+			others = append(others, cpNet)
 		}
-		for r := 1; r <= spec.Racks; r++ {
-			for _, dst := range rackPrefixes(r) {
-				route(lb.Name, dst, up...)
-			}
-		}
+		leafUp(lb.Name, lbLink, others...)
 		for _, a := range []netip.Addr{vipAddr, lbSrcAddr} {
 			pfx := netip.PrefixFrom(a, 32)
 			p.addrs = append(p.addrs, addrPlan{lb.Namespace, "lo", pfx})
 			lb.Interfaces = append(lb.Interfaces, Interface{Name: "lo", Addr: pfx})
 		}
 		f.VIP, f.LBSource = vipAddr, lbSrcAddr
+		if f.ControlPlane != nil {
+			f.Backends = []netip.Addr{cpAddr}
+		}
 	} else {
 		f.Backends = nil
+	}
+	if cp := f.ControlPlane; cp != nil {
+		var others []netip.Prefix
+		if lb != nil {
+			others = append(others, lbNet)
+		}
+		leafUp(cp.Name, cpLink, others...)
+		p.addrs = append(p.addrs, addrPlan{cp.Namespace, "lo", netip.PrefixFrom(cp.Addr, 32)})
 	}
 
 	for _, sp := range spines {

@@ -18,6 +18,8 @@ func TestSpecValidate(t *testing.T) {
 		{"all wrong at once", Spec{Prefix: "Bad-Prefix", Spines: 9, Racks: 10, NodesPerRack: -1, PodsPerNode: 10, Zones: 11, LBPorts: []uint16{0}},
 			[]string{"prefix:", "spines: 9 not in 1..8", "racks: 10 not in 1..9", "nodes_per_rack: -1", "pods_per_node: 10", "zones: 11", "lb_ports[0]: port 0", "lb_ports: set but lb is off"}},
 		{"dash in prefix", Spec{Prefix: "a-b", Spines: 1, Racks: 1, NodesPerRack: 1, Zones: 1}, []string{`prefix: "a-b"`}},
+		{"cluster", Spec{Prefix: "c", Spines: 2, Racks: 2, NodesPerRack: 2, PodsPerNode: 0, Zones: 1, LB: true, ControlPlane: true, PodCIDRs: true}, nil},
+		{"pod cidrs with lab pods", Spec{Prefix: "c", Spines: 1, Racks: 1, NodesPerRack: 1, PodsPerNode: 1, Zones: 1, PodCIDRs: true}, []string{"pod_cidrs: only without lab pods"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.spec.Validate()
@@ -41,7 +43,7 @@ func TestSpecValidate(t *testing.T) {
 
 func TestPlanAddressesAndNames(t *testing.T) {
 	t.Parallel()
-	spec := Spec{Prefix: "abcdefghijkl", Spines: 8, Racks: 9, NodesPerRack: 9, PodsPerNode: 9, LB: true}
+	spec := Spec{Prefix: "abcdefghijkl", Spines: 8, Racks: 9, NodesPerRack: 9, PodsPerNode: 9, LB: true, ControlPlane: true}
 	spec.SetDefaults()
 	p := newPlan(spec)
 	seen := map[netip.Addr]string{}
@@ -72,7 +74,7 @@ func TestPlanAddressesAndNames(t *testing.T) {
 			t.Errorf("route in %s to %v outside the lab range", r.ns, r.dst)
 		}
 	}
-	if got, want := len(p.ns), 8+9+81+729+1; got != want {
+	if got, want := len(p.ns), 8+9+81+729+1+1; got != want {
 		t.Errorf("namespaces: %d, want %d", got, want)
 	}
 	f := p.fabric
@@ -148,5 +150,48 @@ func TestFaultCheck(t *testing.T) {
 				t.Errorf("Check(%v) = %v, want error containing %q", tc.ft, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestClusterPlan: with a control plane and pod CIDRs, the fabric a real
+// cluster runs on routes each node's pod CIDR to it, reaches the control
+// plane from every rack and the LB, and the VIP fronts the API server.
+func TestClusterPlan(t *testing.T) {
+	t.Parallel()
+	spec := Spec{Prefix: "c", Spines: 2, Racks: 2, NodesPerRack: 2, PodsPerNode: -1, LB: true, ControlPlane: true, PodCIDRs: true}
+	spec.SetDefaults()
+	p := newPlan(spec)
+	f := p.fabric
+	if cp := f.ControlPlane; cp == nil || cp.Addr.String() != "198.19.251.10" || cp.Namespace != "c-cp" {
+		t.Fatalf("control plane %+v, want 198.19.251.10 in c-cp", cp)
+	}
+	if ns, err := f.Namespace("cp"); err != nil || ns != "c-cp" {
+		t.Errorf(`Namespace("cp") = %q, %v`, ns, err)
+	}
+	if len(f.Backends) != 1 || f.Backends[0] != f.ControlPlane.Addr {
+		t.Errorf("backends %v, want only the control plane", f.Backends)
+	}
+	if len(spec.LBPorts) != 1 || spec.LBPorts[0] != APIServerPort {
+		t.Errorf("LB ports %v, want [%d]", spec.LBPorts, APIServerPort)
+	}
+	routes := map[string]bool{}
+	for _, r := range p.routes {
+		routes[r.ns+" "+r.dst.String()] = true
+	}
+	for _, want := range []string{
+		"c-tor1 198.19.101.16/28", "c-tor1 198.19.101.32/28", "c-tor2 198.19.102.16/28",
+		"c-spine1 198.19.251.0/24", "c-tor2 198.19.251.0/24", "c-lb 198.19.251.0/24",
+		"c-cp 198.19.1.0/24", "c-cp 198.19.102.0/24", "c-cp 198.19.250.0/24",
+	} {
+		if !routes[want] {
+			t.Errorf("no route %s", want)
+		}
+	}
+	n21, _ := f.Host("n21")
+	if n21.PodCIDR.String() != "198.19.102.16/28" || !PodRange.Contains(n21.PodCIDR.Addr()) {
+		t.Errorf("n21 pod CIDR %v, want 198.19.102.16/28 inside %v", n21.PodCIDR, PodRange)
+	}
+	if _, ok := f.Hops()[f.ControlPlane.Addr.String()]; ok {
+		t.Errorf("Hops() names the control plane; it is a host, not a hop")
 	}
 }

@@ -26,8 +26,16 @@ type Spec struct {
 	Zones int  `json:"zones"`
 	LB    bool `json:"lb"`
 	// LBPorts restricts the VIP's DNAT to these TCP ports. Empty: every
-	// TCP port, to the same port on the backend.
+	// TCP port, to the same port on the backend (with ControlPlane: only
+	// APIServerPort).
 	LBPorts []uint16 `json:"lb_ports,omitempty"`
+	// ControlPlane adds the namespace a Kubernetes control plane runs
+	// in, a leaf behind every spine like the LB; the LB's VIP then fronts
+	// it instead of the nodes, as a cluster's API server load balancer.
+	ControlPlane bool `json:"control_plane,omitempty"`
+	// PodCIDRs routes every node's pod CIDR to it even without lab pods
+	// (PodsPerNode -1), for the pods a CNI plugin creates on a real node.
+	PodCIDRs bool `json:"pod_cidrs,omitempty"`
 }
 
 // Default sizes, also the CLI's flag defaults.
@@ -71,6 +79,9 @@ func (s *Spec) SetDefaults() {
 	if s.Zones == 0 {
 		s.Zones = min(s.Racks, 3)
 	}
+	if s.ControlPlane && s.LB && len(s.LBPorts) == 0 {
+		s.LBPorts = []uint16{APIServerPort}
+	}
 }
 
 var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,11}$`)
@@ -98,6 +109,9 @@ func (s Spec) Validate() error {
 	}
 	if len(s.LBPorts) > 0 && !s.LB {
 		errs = append(errs, errors.New("lb_ports: set but lb is off"))
+	}
+	if s.PodCIDRs && s.PodsPerNode > 0 {
+		errs = append(errs, errors.New("pod_cidrs: only without lab pods (pods_per_node -1): lab pods route their node's pod CIDR already"))
 	}
 	return errors.Join(errs...)
 }

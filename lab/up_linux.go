@@ -207,7 +207,7 @@ func sysctlsFor(kind string, i int) []sysctl {
 	case ClassNode:
 		s = append(s, forward...)
 		s = append(s, sysctl{key: "net.ipv4.ping_group_range", value: "0 2147483647"})
-	case ClassPod:
+	case ClassPod, ClassControlPlane:
 		s = append(s, sysctl{key: "net.ipv4.ping_group_range", value: "0 2147483647"})
 	}
 	return s
