@@ -18,7 +18,7 @@ func TestSpecValidate(t *testing.T) {
 		{"all wrong at once", Spec{Prefix: "Bad-Prefix", Spines: 9, Racks: 10, NodesPerRack: -1, PodsPerNode: 10, Zones: 11, LBPorts: []uint16{0}},
 			[]string{"prefix:", "spines: 9 not in 1..8", "racks: 10 not in 1..9", "nodes_per_rack: -1", "pods_per_node: 10", "zones: 11", "lb_ports[0]: port 0", "lb_ports: set but lb is off"}},
 		{"dash in prefix", Spec{Prefix: "a-b", Spines: 1, Racks: 1, NodesPerRack: 1, Zones: 1}, []string{`prefix: "a-b"`}},
-		{"cluster", Spec{Prefix: "c", Spines: 2, Racks: 2, NodesPerRack: 2, PodsPerNode: 0, Zones: 1, LB: true, ControlPlane: true, PodCIDRs: true}, nil},
+		{"cluster", Spec{Prefix: "c", Spines: 2, Racks: 2, NodesPerRack: 2, PodsPerNode: -1, Zones: 1, LB: true, ControlPlane: true, PodCIDRs: true}, nil},
 		{"pod cidrs with lab pods", Spec{Prefix: "c", Spines: 1, Racks: 1, NodesPerRack: 1, PodsPerNode: 1, Zones: 1, PodCIDRs: true}, []string{"pod_cidrs: only without lab pods"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,7 +20,7 @@ type Spec struct {
 	Spines       int    `json:"spines"`         // 1..8
 	Racks        int    `json:"racks"`          // 1..9, one ToR each
 	NodesPerRack int    `json:"nodes_per_rack"` // 1..9
-	PodsPerNode  int    `json:"pods_per_node"`  // 0..9; SetDefaults turns 0 into 1 and -1 into 0 (no pods)
+	PodsPerNode  int    `json:"pods_per_node"`  // 1..9, or -1 for none; SetDefaults turns 0 into 1
 	// Zones groups consecutive racks into zones z1..zZones (1..Racks).
 	// Default: one zone per rack, up to 3 zones.
 	Zones int  `json:"zones"`
@@ -70,11 +70,10 @@ func (s *Spec) SetDefaults() {
 	if s.NodesPerRack == 0 {
 		s.NodesPerRack = DefaultNodesPerRack
 	}
+	// -1 (no pods) stays -1, so that SetDefaults is idempotent: Up calls
+	// it again on a spec its caller already defaulted.
 	if s.PodsPerNode == 0 {
 		s.PodsPerNode = DefaultPodsPerNode
-	}
-	if s.PodsPerNode < 0 {
-		s.PodsPerNode = 0
 	}
 	if s.Zones == 0 {
 		s.Zones = min(s.Racks, 3)
@@ -100,7 +99,9 @@ func (s Spec) Validate() error {
 	check("spines", s.Spines, 1, 8)
 	check("racks", s.Racks, 1, 9)
 	check("nodes_per_rack", s.NodesPerRack, 1, 9)
-	check("pods_per_node", s.PodsPerNode, 0, 9)
+	if s.PodsPerNode != -1 {
+		check("pods_per_node", s.PodsPerNode, 1, 9)
+	}
 	check("zones", s.Zones, 1, max(s.Racks, 1))
 	for i, p := range s.LBPorts {
 		if p == 0 {

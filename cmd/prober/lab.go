@@ -234,7 +234,7 @@ func runLabClear(ctx context.Context, args []string, stdout, stderr io.Writer, l
 func printInventory(w io.Writer, f *lab.Fabric) {
 	s := f.Spec
 	fmt.Fprintf(w, "lab %s: %d spines, %d racks x %d nodes, %d pods per node, %d zones",
-		s.Prefix, s.Spines, s.Racks, s.NodesPerRack, s.PodsPerNode, s.Zones)
+		s.Prefix, s.Spines, s.Racks, s.NodesPerRack, max(s.PodsPerNode, 0), s.Zones)
 	if f.VIP.IsValid() {
 		fmt.Fprintf(w, ", LB VIP %s (SNAT %s)", f.VIP, f.LBSource)
 	}

@@ -1,0 +1,129 @@
+package testbed
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// kubeNode is the part of a Node object the harness reads.
+type kubeNode struct {
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec struct {
+		PodCIDR string `json:"podCIDR"`
+	} `json:"spec"`
+	Status struct {
+		Conditions []struct {
+			Type   string `json:"type"`
+			Status string `json:"status"`
+		} `json:"conditions"`
+	} `json:"status"`
+}
+
+func (n kubeNode) ready() string {
+	for _, c := range n.Status.Conditions {
+		if c.Type == "Ready" {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// Nodes returns each Node's Ready condition ("True", "False", "Unknown",
+// "" before the kubelet reported), by name.
+func (c *Cluster) Nodes(ctx context.Context) (map[string]string, error) {
+	ns, err := c.getNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, n := range ns {
+		out[n.Metadata.Name] = n.ready()
+	}
+	return out, nil
+}
+
+func (c *Cluster) getNodes(ctx context.Context) ([]kubeNode, error) {
+	out, err := c.Kubectl(ctx, "get", "nodes", "-o", "json")
+	if err != nil {
+		return nil, err
+	}
+	var list struct {
+		Items []kubeNode `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		return nil, fmt.Errorf("kubectl get nodes: %w", err)
+	}
+	return list.Items, nil
+}
+
+// waitNodesReady gives each registered Node the pod CIDR the fabric routes
+// to it (no controller allocates them: the fabric's plan does), and waits
+// until every node is Ready.
+func (c *Cluster) waitNodesReady(ctx context.Context) error {
+	want := map[string]string{}
+	for _, h := range c.Fabric.Nodes() {
+		want[h.Name] = h.PodCIDR.String()
+	}
+	const within = 3 * time.Minute
+	deadline := time.Now().Add(within)
+	reported := map[string]bool{}
+	for {
+		nodes, err := c.getNodes(ctx)
+		if err != nil && time.Now().After(deadline) {
+			return err
+		}
+		ready := 0
+		for _, n := range nodes {
+			name := n.Metadata.Name
+			cidr, ours := want[name]
+			if !ours {
+				continue
+			}
+			if n.Spec.PodCIDR == "" {
+				patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, cidr, cidr)
+				if _, err := c.Kubectl(ctx, "patch", "node", name, "-p", patch); err != nil {
+					return err
+				}
+				continue
+			}
+			if n.ready() == "True" {
+				ready++
+				if !reported[name] {
+					reported[name] = true
+					fmt.Fprintf(c.out, "    %s Ready, pod CIDR %s\n", name, n.Spec.PodCIDR)
+				}
+			}
+		}
+		if ready == len(want) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			var missing []string
+			for name := range want {
+				if !reported[name] {
+					missing = append(missing, name)
+				}
+			}
+			slices.Sort(missing)
+			return fmt.Errorf("nodes not Ready after %v: %s; %s", within, strings.Join(missing, ", "), logTail(c.logPath(missing[0]+"/kubelet"), 15))
+		}
+		for _, n := range c.nodes {
+			for _, p := range n.procs {
+				if p.exited() {
+					return p.failure(fmt.Errorf("exited"))
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}

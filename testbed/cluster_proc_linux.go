@@ -1,0 +1,293 @@
+package testbed
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/netprober/prober/lab"
+)
+
+// clusterProc is a daemon the harness started; it is stopped by the pid
+// recorded here, never by name.
+type clusterProc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{} // closed when Wait returns
+}
+
+// procSpec is how to start one daemon.
+type procSpec struct {
+	name string   // for logs and messages: "n11/kubelet"
+	ns   string   // the lab host or router it runs in ("n11", "cp")
+	argv []string // program and arguments
+	log  string   // its stdout and stderr
+	// cgroup is the harness's cgroup v2 directory the process and all
+	// its descendants start in: Close kills whatever is left in it.
+	cgroup string
+	// newMountNS gives the process a mount namespace of its own, private
+	// to it: what it mounts never reaches the machine's.
+	newMountNS bool
+	env        []string
+}
+
+// startProc starts spec's program inside its network namespace and cgroup.
+func startProc(f *lab.Fabric, spec procSpec) (*clusterProc, error) {
+	logf, err := os.OpenFile(spec.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	// Not CommandContext: a cancelled context must not kill daemons
+	// mid-flight; Close stops them in order.
+	cmd, err := f.Command(context.Background(), spec.ns, spec.argv[0], spec.argv[1:]...)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), spec.env...)
+	attr := &syscall.SysProcAttr{Setpgid: true}
+	if spec.newMountNS {
+		// Go makes / recursively private in the child before exec.
+		attr.Unshareflags = syscall.CLONE_NEWNS
+	}
+	if spec.cgroup != "" {
+		fd, err := unix.Open(spec.cgroup, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("%s: cgroup %s: %w", spec.name, spec.cgroup, err)
+		}
+		defer unix.Close(fd)
+		attr.UseCgroupFD, attr.CgroupFD = true, fd
+	}
+	cmd.SysProcAttr = attr
+	if err := lab.Start(cmd); err != nil {
+		return nil, fmt.Errorf("start %s: %w", spec.name, err)
+	}
+	p := &clusterProc{name: spec.name, cmd: cmd, log: spec.log, done: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *clusterProc) pid() int { return p.cmd.Process.Pid }
+
+func (p *clusterProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM, then SIGKILL after grace, and waits for the exit.
+func (p *clusterProc) stop(grace time.Duration) {
+	if p.exited() {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// failure wraps err with the tail of the process's log.
+func (p *clusterProc) failure(err error) error {
+	return fmt.Errorf("%s: %w; %s", p.name, err, logTail(p.log, 12))
+}
+
+// logTail is the last n lines of a log file, for failure messages.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "no log: " + err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return fmt.Sprintf("the end of %s:\n    %s", path, strings.Join(lines[max(0, len(lines)-n):], "\n    "))
+}
+
+// Cgroups. The harness keeps everything it starts under one cgroup v2
+// directory per cluster, so that on Close (or after a crash) whatever a
+// daemon left behind (containerd's shims, the containers) is found and
+// killed by membership: nothing is ever killed by name. On a cgroup v1
+// (hybrid) machine that directory lives in the v2 hierarchy mounted beside
+// the controllers, and kubelet's cgroupRoot is created in every v1
+// controller; on a pure v2 machine both are the same tree.
+
+const cgroupBase = "/sys/fs/cgroup"
+
+// cgroupLayout is where a cluster's cgroups go on this machine.
+type cgroupLayout struct {
+	unified string   // the cgroup v2 mount: /sys/fs/cgroup or /sys/fs/cgroup/unified
+	v1      []string // mounted v1 hierarchies (empty on a pure v2 machine)
+}
+
+func detectCgroups() (cgroupLayout, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(cgroupBase, &st); err != nil {
+		return cgroupLayout{}, fmt.Errorf("cgroups: %w", err)
+	}
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return cgroupLayout{unified: cgroupBase}, nil
+	}
+	l := cgroupLayout{}
+	mounts, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return l, err
+	}
+	defer mounts.Close()
+	sc := bufio.NewScanner(mounts)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		// ... mount point (4), then "-", fstype, source, options.
+		i := slices.Index(f, "-")
+		if i < 0 || i+1 >= len(f) || !strings.HasPrefix(f[4], cgroupBase+"/") {
+			continue
+		}
+		switch f[i+1] {
+		case "cgroup2":
+			l.unified = f[4]
+		case "cgroup":
+			l.v1 = append(l.v1, f[4])
+		}
+	}
+	if l.unified == "" {
+		return l, errors.New("cgroups: no cgroup v2 hierarchy mounted (the harness tracks its processes there): mount cgroup2 at /sys/fs/cgroup/unified")
+	}
+	return l, nil
+}
+
+// cgroupDir is the cluster's cgroup path below each hierarchy's root.
+func cgroupDir(prefix string) string { return filepath.Join("prober-lab", prefix) }
+
+// makeKubeletRoot creates rel (kubelet's cgroupRoot) in every hierarchy;
+// cpuset needs its parents' cpus and mems before a child may hold tasks.
+func (l cgroupLayout) makeKubeletRoot(rel string) error {
+	for _, h := range append(slices.Clone(l.v1), l.unified) {
+		parts := strings.Split(rel, "/")
+		cur := h
+		for _, part := range parts {
+			parent := cur
+			cur = filepath.Join(cur, part)
+			if err := os.Mkdir(cur, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("cgroup %s: %w", cur, err)
+			}
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				b, err := os.ReadFile(filepath.Join(parent, f))
+				if err != nil {
+					continue // not the cpuset hierarchy
+				}
+				if err := os.WriteFile(filepath.Join(cur, f), b, 0o644); err != nil {
+					return fmt.Errorf("cgroup %s: %s: %w", cur, f, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// killCgroup kills every process in the v2 cgroup dir and its
+// descendants, and waits until it is empty.
+func killCgroup(dir string, within time.Duration) error {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	deadline := time.Now().Add(within)
+	for {
+		pids, err := cgroupPids(dir)
+		if err != nil {
+			return err
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup %s: %d processes left after %v: %v", dir, len(pids), within, pids)
+		}
+		// cgroup.kill (Linux 5.14) kills the whole subtree at once, so a
+		// forking process cannot outrun us; the loop is the fallback.
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0o644); err != nil {
+			for _, pid := range pids {
+				unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// cgroupPids lists the processes in dir and below.
+func cgroupPids(dir string) ([]int, error) {
+	var pids []int
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		for f := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return nil
+	})
+	return pids, err
+}
+
+// removeCgroupTree removes dir and every cgroup below it, deepest first.
+func removeCgroupTree(dir string) error {
+	var dirs []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, d := range slices.Backward(dirs) {
+		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("cgroup %s: %w", d, err))
+		}
+	}
+	// The shared parent goes too when no other cluster uses it.
+	os.Remove(filepath.Dir(dir))
+	return errors.Join(errs...)
+}
