@@ -20,10 +20,12 @@ if [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -n1)" != "$want" ]; t
 fi
 need_root
 
-# apt_install PKG CMD: install Debian package PKG unless CMD is on PATH.
+# apt_install PKG CMD: install Debian package PKG unless CMD is on PATH
+# (or, when CMD is a path, exists).
 apt_updated=""
 apt_install() {
 	command -v "$2" >/dev/null 2>&1 && return 0
+	case "$2" in /*) [ -e "$2" ] && return 0 ;; esac
 	echo "hack/deps.sh: installing $1 (for $2)" >&2
 	if [ -z "$apt_updated" ]; then
 		apt-get update -qq
@@ -40,3 +42,12 @@ apt_install prometheus prometheus
 
 # traceroute -T is what the tracer is compared against (issue 4, docs/performance.md).
 apt_install traceroute traceroute
+
+# The real-cluster harness (package testbed, TestCluster, make
+# demo-cluster): a container runtime on every lab node, the CNI plugins that
+# wire its pods, iptables for kube-proxy. The Kubernetes binaries come from
+# hack/kube/build.sh; the images are written from the checkout.
+apt_install containerd containerd
+apt_install runc runc
+apt_install containernetworking-plugins /usr/lib/cni/ptp
+apt_install iptables iptables

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -81,7 +82,9 @@ func StartCluster(ctx context.Context, spec ClusterSpec) (c *Cluster, err error)
 			c = nil
 		}
 	}()
-	// Leftovers of a run of the same prefix that died before cleaning up.
+	// Leftovers: clusters whose process died before cleaning up, and a
+	// lab or cluster of the same prefix.
+	sweepClusters(layout, func(format string, args ...any) { c.log.Warn(fmt.Sprintf(format, args...)) })
 	if err := errors.Join(removeCluster(spec.Fabric.Prefix, layout), lab.Down(spec.Fabric.Prefix)); err != nil {
 		return c, fmt.Errorf("removing an earlier cluster %s: %w", spec.Fabric.Prefix, err)
 	}
@@ -91,6 +94,13 @@ func StartCluster(ctx context.Context, spec ClusterSpec) (c *Cluster, err error)
 			return c, err
 		}
 		c.ownDir = true
+	}
+	owner := clusterOwner{Prefix: spec.Fabric.Prefix, PID: os.Getpid(), Start: procStart(os.Getpid())}
+	if c.ownDir {
+		owner.Dir = c.Dir
+	}
+	if err := writeOwner(owner); err != nil {
+		return c, err
 	}
 	if err := os.MkdirAll(filepath.Join(c.Dir, "logs"), 0o755); err != nil {
 		return c, err
@@ -162,6 +172,9 @@ func (c *Cluster) Close() error {
 	if c.ownDir && c.Dir != "" {
 		errs = append(errs, os.RemoveAll(c.Dir))
 		c.Dir = ""
+	}
+	if err := os.Remove(ownerPath(c.spec.Fabric.Prefix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

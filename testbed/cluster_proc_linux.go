@@ -3,6 +3,7 @@ package testbed
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -59,7 +60,10 @@ func startProc(f *lab.Fabric, spec procSpec) (*clusterProc, error) {
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), spec.env...)
-	attr := &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a daemon dies with the harness even when the harness
+	// cannot clean up (a test binary's timeout panic); the next start
+	// sweeps what it left.
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if spec.newMountNS {
 		// Go makes / recursively private in the child before exec.
 		attr.Unshareflags = syscall.CLONE_NEWNS
@@ -290,4 +294,67 @@ func removeCgroupTree(dir string) error {
 	// The shared parent goes too when no other cluster uses it.
 	os.Remove(filepath.Dir(dir))
 	return errors.Join(errs...)
+}
+
+// clusterOwner is a running cluster's record under lab.StateDir: the
+// process that owns it (its pid and start time, which tell it from a
+// later process with the same pid) and its directory. A cluster whose
+// owner is gone is a leftover: StartCluster removes it.
+type clusterOwner struct {
+	Prefix string `json:"prefix"`
+	PID    int    `json:"pid"`
+	Start  string `json:"start"`
+	Dir    string `json:"dir,omitempty"` // removed with it when the harness made it
+}
+
+func ownerPath(prefix string) string { return filepath.Join(lab.StateDir, prefix+".cluster.json") }
+
+// procStart is a process's start time in clock ticks since boot (field 22
+// of /proc/PID/stat), "" when there is no such process.
+func procStart(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// The command name (field 2) may hold spaces: fields count from its ')'.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+func writeOwner(o clusterOwner) error {
+	if err := os.MkdirAll(lab.StateDir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(ownerPath(o.Prefix), b, 0o644)
+}
+
+// sweepClusters removes the clusters whose owner process is gone.
+func sweepClusters(l cgroupLayout, logf func(format string, args ...any)) {
+	files, _ := filepath.Glob(filepath.Join(lab.StateDir, "*.cluster.json"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var o clusterOwner
+		if json.Unmarshal(b, &o) != nil || o.Prefix == "" || procStart(o.PID) == o.Start {
+			continue
+		}
+		err = errors.Join(removeCluster(o.Prefix, l), lab.Down(o.Prefix))
+		if o.Dir != "" {
+			err = errors.Join(err, os.RemoveAll(o.Dir))
+		}
+		if err == nil {
+			err = os.Remove(f)
+		}
+		logf("removed the leftover cluster %s of process %d: %v", o.Prefix, o.PID, err)
+	}
 }

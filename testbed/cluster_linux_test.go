@@ -1,0 +1,229 @@
+package testbed_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netprober/prober/lab"
+	"github.com/netprober/prober/lab/labtest"
+	"github.com/netprober/prober/matrix"
+	"github.com/netprober/prober/peers/peerstest"
+	"github.com/netprober/prober/testbed"
+)
+
+// clusterRun is TestCluster's cluster with prober deployed on it.
+type clusterRun struct {
+	t      *testing.T
+	c      *testbed.Cluster
+	matrix testbed.MatrixClient
+}
+
+// TestCluster is prober as it ships, on a real cluster: deploy/ applied
+// with kubectl (only the documented edits: image, API server LB, hops) to
+// real kubelets, containerd and kube-proxy on the lab fabric, 2 racks x 2
+// nodes behind 2 spines. Then the seeds' incidents, on the real paths.
+func TestCluster(t *testing.T) {
+	labtest.NeedNetAdmin(t)
+	kube := peerstest.Binaries(t)
+	if err := testbed.CheckClusterTools(kube); err != nil {
+		if os.Getenv("PROBER_REQUIRE_TOOLS") != "" {
+			t.Fatal(err)
+		}
+		t.Skipf("skipped (make test installs what it needs): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bin := buildStatic(t, dir, "./cmd/prober", "./testbed/pause")
+	start := time.Now()
+	c, err := testbed.StartCluster(ctx, testbed.ClusterSpec{
+		Fabric:  lab.Spec{Prefix: labtest.Prefix(t), Spines: 2, Racks: 2, NodesPerRack: 2, Zones: 2},
+		KubeDir: kube, Prober: bin["prober"], Pause: bin["pause"],
+		Out: testWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	t.Logf("cluster up in %v", time.Since(start).Round(time.Millisecond))
+
+	// deploy/ as a user applies it.
+	manifests := filepath.Join(dir, "deploy")
+	if err := testbed.RenderDeploy(peerstest.RepoFile(t, "deploy"), manifests, testbed.DeployEdits{
+		Image:       testbed.ProberImage,
+		APIServerLB: netip.AddrPortFrom(c.Fabric.VIP, lab.APIServerPort),
+		Hops:        c.Fabric.Hops(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	applied := time.Now()
+	if out, err := c.Apply(ctx, manifests); err != nil {
+		t.Fatalf("kubectl apply -f deploy/: %v\n%s", err, out)
+	}
+	for _, w := range []string{"daemonset/prober-node", "daemonset/prober-pod", "deployment/prober-matrix"} {
+		if out, err := c.Kubectl(ctx, "-n", "prober", "rollout", "status", w, "--timeout=2m"); err != nil {
+			t.Fatalf("%s not Ready within 2 minutes: %v\n%s", w, err, out)
+		}
+	}
+	t.Logf("every prober pod Ready %v after kubectl apply", time.Since(applied).Round(time.Second))
+	matrixAddr, err := c.ServiceAddr(ctx, "prober", "prober-matrix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &clusterRun{t: t, c: c, matrix: testbed.MatrixClient{Base: "http://" + matrixAddr.String(), Client: c.HTTPClient(5 * time.Second)}}
+	agents := r.expectedAgents(ctx)
+	r.waitFor(ctx, time.Minute, "the matrix to see every agent", func(v testbed.MatrixView, _ matrix.Diagnosis) error {
+		var fresh []string
+		for _, a := range v.Agents {
+			if a.State == "fresh" {
+				fresh = append(fresh, a.Name)
+			}
+		}
+		slices.Sort(fresh)
+		if !slices.Equal(fresh, agents) {
+			return fmt.Errorf("fresh agents %v, want %v", fresh, agents)
+		}
+		return nil
+	})
+
+	t.Run("healthy", func(t *testing.T) { r.healthy(ctx, t, 3*time.Minute) })
+}
+
+// expectedAgents are the names of every agent: each node's node agent
+// (its node name) and each prober-pod pod.
+func (r *clusterRun) expectedAgents(ctx context.Context) []string {
+	out, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=pod", "-o", "jsonpath={.items[*].metadata.name}")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	names := strings.Fields(out)
+	for _, n := range r.c.Fabric.Nodes() {
+		names = append(names, n.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// healthy watches the matrix for d: no suspect, no lost probe in any cell,
+// and cells of every protocol.
+func (r *clusterRun) healthy(ctx context.Context, t *testing.T, d time.Duration) {
+	deadline := time.Now().Add(d)
+	protos := map[string]bool{}
+	for time.Now().Before(deadline) {
+		v, diag := r.get(ctx, t)
+		if len(diag.Suspects) > 0 {
+			t.Fatalf("suspect on a healthy cluster: %s", describe(diag))
+		}
+		for _, cell := range v.Groups {
+			protos[cell.Protocol] = true
+			if cell.Lost > 0 {
+				t.Fatalf("healthy cluster: %s -> %s %s %s lost %d of %d", cell.Source, cell.Target, cell.Path, cell.Protocol, cell.Lost, cell.Sent)
+			}
+		}
+		sleep(ctx, 2*time.Second)
+	}
+	for _, p := range []string{"icmp", "tcp_syn", "http2_ping"} {
+		if !protos[p] {
+			t.Errorf("no %s cell in the matrix (have %v)", p, protos)
+		}
+	}
+}
+
+func (r *clusterRun) get(ctx context.Context, t *testing.T) (testbed.MatrixView, matrix.Diagnosis) {
+	t.Helper()
+	v, err := r.matrix.Matrix(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := r.matrix.Diagnosis(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, d
+}
+
+// waitFor polls the matrix every 2 s until cond returns nil.
+func (r *clusterRun) waitFor(ctx context.Context, within time.Duration, what string, cond func(testbed.MatrixView, matrix.Diagnosis) error) time.Duration {
+	r.t.Helper()
+	start := time.Now()
+	var last error
+	for time.Since(start) < within {
+		v, errV := r.matrix.Matrix(ctx)
+		d, errD := r.matrix.Diagnosis(ctx)
+		if last = cmpErr(errV, errD); last == nil {
+			if last = cond(v, d); last == nil {
+				r.t.Logf("%s: %v", what, time.Since(start).Round(time.Second))
+				return time.Since(start)
+			}
+		}
+		sleep(ctx, 2*time.Second)
+	}
+	r.t.Fatalf("%s: not within %v: %v", what, within, last)
+	return 0
+}
+
+func cmpErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func describe(d matrix.Diagnosis) string {
+	var b strings.Builder
+	for _, s := range d.Suspects {
+		fmt.Fprintf(&b, "\n  %s %s score %.2f est. loss %.3f: %s", s.Kind, s.Name, s.Score, s.EstimatedLoss, s.Evidence.Detail)
+	}
+	return b.String()
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// buildStatic builds each package as a static binary into dir, named
+// after the package's last element.
+func buildStatic(t *testing.T, dir string, pkgs ...string) map[string]string {
+	t.Helper()
+	root := filepath.Dir(peerstest.RepoFile(t, "go.mod"))
+	out := map[string]string{}
+	for _, p := range pkgs {
+		name := filepath.Base(p)
+		dst := filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-trimpath", "-o", dst, p)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", p, err, b)
+		}
+		out[name] = dst
+	}
+	return out
+}
+
+// testWriter logs each line written to it.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		w.t.Log(line)
+	}
+	return len(b), nil
+}

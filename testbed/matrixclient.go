@@ -1,0 +1,64 @@
+package testbed
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/netprober/prober/hub"
+	"github.com/netprober/prober/matrix"
+)
+
+// MatrixClient reads a running `prober matrix` over HTTP, as its page
+// does: the loss matrix and the diagnosis.
+type MatrixClient struct {
+	// Base is the matrix's URL, such as http://198.19.200.17:9809.
+	Base   string
+	Client *http.Client
+}
+
+// MatrixView is /api/v1/matrix: the snapshot and the pulls behind it.
+type MatrixView struct {
+	matrix.Snapshot
+	Pulls []struct {
+		URL   string `json:"url"`
+		Agent string `json:"agent"`
+		OK    bool   `json:"ok"`
+		Error string `json:"error"`
+	} `json:"pulls"`
+}
+
+// Matrix fetches the loss matrix.
+func (m MatrixClient) Matrix(ctx context.Context) (MatrixView, error) {
+	var v MatrixView
+	return v, m.get(ctx, hub.MatrixPath, &v)
+}
+
+// Diagnosis fetches the diagnosis.
+func (m MatrixClient) Diagnosis(ctx context.Context) (matrix.Diagnosis, error) {
+	var d matrix.Diagnosis
+	return d, m.get(ctx, matrix.DiagnosisPath, &d)
+}
+
+func (m MatrixClient) get(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.Base+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := m.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET %s%s: %s: %s", m.Base, path, resp.Status, b)
+	}
+	// A matrix of thousands of nodes is megabytes, never more.
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 256<<20)).Decode(v); err != nil {
+		return fmt.Errorf("GET %s%s: %w", m.Base, path, err)
+	}
+	return nil
+}
