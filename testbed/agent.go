@@ -111,9 +111,10 @@ func agentClient(ns string, c *config.Agent) (*http.Client, string) {
 	return client, "https://" + c.Listen
 }
 
-// writeConfig writes v as indented JSON to dir/name.yaml, for a program
-// that reads YAML.
-func writeConfig(dir, name string, v any) (string, error) {
+// WriteConfig writes v as indented JSON, which YAML readers take, to
+// dir/name.yaml and returns the file's path: an agent's, a matrix's or
+// Prometheus's configuration.
+func WriteConfig(dir, name string, v any) (string, error) {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return "", fmt.Errorf("%s config: %w", name, err)

@@ -23,7 +23,7 @@ func StartAgent(ctx context.Context, f *lab.Fabric, s AgentSpec) (*Agent, error)
 	if err != nil {
 		return nil, err
 	}
-	path, err := writeConfig(s.Dir, name, s.Config)
+	path, err := WriteConfig(s.Dir, name, s.Config)
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ var (
 )
 
 // TestAgentConfigLoads checks that what StartAgent writes is what `prober
-// agent` reads: AgentConfig's result, written by writeConfig, loads
+// agent` reads: AgentConfig's result, written by WriteConfig, loads
 // strictly and validates, zero schedule fields take the agent's defaults,
 // and the targets keep their classes, labels and HTTP/2 modes.
 func TestAgentConfigLoads(t *testing.T) {
@@ -61,7 +61,7 @@ func TestAgentConfigLoads(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			path, err := writeConfig(t.TempDir(), tc.cfg.Name, tc.cfg)
+			path, err := WriteConfig(t.TempDir(), tc.cfg.Name, tc.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,3 +23,8 @@ func StartAgent(ctx context.Context, f *lab.Fabric, s AgentSpec) (*Agent, error)
 func StartFabric(ctx context.Context, s FabricSpec) (*Fabric, error) {
 	return nil, errors.ErrUnsupported
 }
+
+// StartPrometheus needs Linux.
+func StartPrometheus(ctx context.Context, f *lab.Fabric, s PrometheusSpec) (*Prometheus, error) {
+	return nil, errors.ErrUnsupported
+}
