@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -127,28 +126,7 @@ func WriteConfig(dir, name string, v any) (string, error) {
 // fails, with the agent's last log lines, when within passes or the
 // agent exits first.
 func (a *Agent) WaitHealthy(ctx context.Context, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		resp, err := a.get(ctx, "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = errors.New(resp.Status)
-		}
-		if exit := a.exited(); exit != nil {
-			return a.failure(exit)
-		}
-		if time.Now().After(deadline) {
-			return a.failure(fmt.Errorf("not healthy within %v: %w", within, err))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return a.waitOK(ctx, a.client, a.url+"/healthz", within, "healthy")
 }
 
 // Observations returns the agent's /api/v1/observations.
@@ -168,14 +146,6 @@ func (a *Agent) Observations(ctx context.Context) (api.Observations, error) {
 func (a *Agent) Metrics(ctx context.Context) (string, error) {
 	b, err := a.fetch(ctx, "/metrics")
 	return string(b), err
-}
-
-func (a *Agent) get(ctx context.Context, path string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.url+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	return a.client.Do(req)
 }
 
 // fetch returns the body of a 200 response to GET path.

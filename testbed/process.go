@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -74,6 +75,34 @@ func (p *Process) exited() error {
 		return errors.New("exited")
 	default:
 		return nil
+	}
+}
+
+// waitOK polls u with c every 100 ms until it answers 200 OK. It fails,
+// with the program's last log lines, when within passes or the program
+// exits first: what it should be by then ("healthy", "ready") names the
+// wait.
+func (p *Process) waitOK(ctx context.Context, c *http.Client, u string, within time.Duration, what string) error {
+	deadline := time.Now().Add(within)
+	for {
+		_, status, err := get(ctx, c, u)
+		if err == nil && status == http.StatusOK {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("%d %s", status, http.StatusText(status))
+		}
+		if exit := p.exited(); exit != nil {
+			return p.failure(exit)
+		}
+		if time.Now().After(deadline) {
+			return p.failure(fmt.Errorf("not %s within %v: %w", what, within, err))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 

@@ -62,32 +62,6 @@ func (p *Prometheus) Close() error {
 	return errors.Join(err, os.RemoveAll(p.dir))
 }
 
-// waitReady polls /-/ready until the server answers 200 OK, it exits,
-// or within passes.
-func (p *Prometheus) waitReady(ctx context.Context, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		_, status, err := get(ctx, p.client.HTTP, p.client.URL+"/-/ready")
-		if err == nil && status == http.StatusOK {
-			return nil
-		}
-		if err == nil {
-			err = fmt.Errorf("/-/ready: %d %s", status, http.StatusText(status))
-		}
-		if exit := p.exited(); exit != nil {
-			return p.failure(exit)
-		}
-		if time.Now().After(deadline) {
-			return p.failure(fmt.Errorf("not ready within %v: %w", within, err))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // PromClient is a small client of Prometheus's HTTP API.
 type PromClient struct {
 	URL  string // the server's base URL, such as http://127.0.0.1:9090

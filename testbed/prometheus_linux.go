@@ -62,5 +62,5 @@ func StartPrometheus(ctx context.Context, f *lab.Fabric, s PrometheusSpec) (p *P
 	if err != nil {
 		return p, err
 	}
-	return p, p.waitReady(ctx, s.Ready)
+	return p, p.waitOK(ctx, p.client.HTTP, p.client.URL+"/-/ready", s.Ready, "ready")
 }

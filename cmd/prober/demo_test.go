@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -153,28 +154,31 @@ func pairDemo(ctx context.Context, o pairDemoOptions) (res pairDemoResult, err e
 		}
 	}
 
-	step("healthy fabric: measuring for one window (%s)", o.window)
-	if err := testbed.WaitProgress(ctx, o.out, o.window+o.window/10); err != nil {
+	// window waits for the agents' windows to fill, then reads and prints
+	// what they measured.
+	window := func(what string) (pairMeasure, error) {
+		step("%s for one window (%s)", what, o.window)
+		if err := testbed.WaitProgress(ctx, o.out, o.window+o.window/10); err != nil {
+			return nil, err
+		}
+		m, err := measure(ctx, agents)
+		if err == nil {
+			printMeasure(o.out, m)
+		}
+		return m, err
+	}
+	if res.healthy, err = window("healthy fabric: measuring"); err != nil {
 		return res, err
 	}
-	if res.healthy, err = measure(ctx, agents); err != nil {
-		return res, err
-	}
-	printMeasure(o.out, res.healthy)
 
 	fault := lab.Fault{Kind: lab.FaultLinkLoss, From: "spine1", To: "tor2", Permille: o.permille}
 	step("injecting %d%% random loss on the spine1 -> tor2 link (nftables numgen in %s-spine1)", o.permille/10, o.prefix)
 	if err := f.Inject(ctx, fault); err != nil {
 		return res, err
 	}
-	step("measuring for one window (%s)", o.window)
-	if err := testbed.WaitProgress(ctx, o.out, o.window+o.window/10); err != nil {
+	if res.faulty, err = window("measuring"); err != nil {
 		return res, err
 	}
-	if res.faulty, err = measure(ctx, agents); err != nil {
-		return res, err
-	}
-	printMeasure(o.out, res.faulty)
 	fmt.Fprintf(o.out, "    n11 -> n21 loses its requests on the link, n21 -> n11 its replies: both see about %d%%.\n", o.permille/10)
 	return res, f.Clear(ctx)
 }
@@ -198,12 +202,7 @@ func measure(ctx context.Context, agents []*testbed.Agent) (pairMeasure, error) 
 func printMeasure(w io.Writer, m pairMeasure) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "    agent\tprotocol\tsent\tlost\tloss\trtt p50\tflows' loss\t")
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		p := m[k]
 		agent, proto, _ := strings.Cut(k, "/")
 		var flows []string
