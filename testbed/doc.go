@@ -18,10 +18,12 @@
 //   - StartPrometheus runs Debian's prometheus in a lab namespace, and
 //     PromClient queries it.
 //
-// Configuration types are exported (FabricSpec, AgentSpec, ProcessSpec,
-// PrometheusSpec); what runs is not. Every Start function removes what it
-// started when it fails, and every running thing has a Close that stops
-// it and removes its files. Starting needs Linux and root (see
+// What to start is said by exported spec types (FabricSpec, AgentSpec,
+// ProcessSpec, PrometheusSpec); what runs (Fabric, Agent, Process,
+// Prometheus) keeps its state unexported behind methods. Every Start
+// function removes what it started when it fails, and every running thing
+// has a Close that stops it, by the pid it was started with, and removes
+// its files. Starting needs Linux and root (see
 // lab.NeedNetAdmin); elsewhere the Start functions return
 // errors.ErrUnsupported.
 package testbed

@@ -75,7 +75,7 @@ func (r *Fabric) MatrixURL() string { return "http://" + r.hub.Addr().String() +
 // Healthy is when every agent served: windows fill from then.
 func (r *Fabric) Healthy() time.Time { return r.healthy }
 
-// Diagnosis and Snapshot are the matrix's latest round.
+// Diagnosis is the matrix's latest diagnosis.
 func (r *Fabric) Diagnosis() matrix.Diagnosis { return r.hub.Diagnosis() }
 
 // Snapshot is the matrix's latest loss matrix.
