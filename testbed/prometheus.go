@@ -25,6 +25,9 @@ type PrometheusSpec struct {
 	Config any
 	// Ready bounds the wait until it serves queries; 0 means 30 s.
 	Ready time.Duration
+	// TempDir is where its directory (configuration, TSDB, log) is
+	// made; "" means os.TempDir().
+	TempDir string
 }
 
 // LookPrometheus finds the prometheus program: on PATH, which is where

@@ -39,7 +39,7 @@ func StartPrometheus(ctx context.Context, f *lab.Fabric, s PrometheusSpec) (p *P
 	}); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "prober-prometheus-")
+	dir, err := os.MkdirTemp(s.TempDir, "prober-prometheus-")
 	if err != nil {
 		return nil, err
 	}

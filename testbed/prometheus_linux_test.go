@@ -49,7 +49,6 @@ func TestPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	before := tempDirs(t)
 	p, err := StartPrometheus(ctx, f, PrometheusSpec{Host: "n11", Path: bin, Config: map[string]any{
 		"global":         map[string]string{"scrape_interval": "1s", "evaluation_interval": "1s"},
 		"rule_files":     []string{rules},
@@ -103,24 +102,16 @@ func TestPrometheus(t *testing.T) {
 
 	t.Run("a refused config", func(t *testing.T) {
 		begin := time.Now()
-		_, err := StartPrometheus(ctx, f, PrometheusSpec{Host: "n11", Path: bin, Config: map[string]any{"bogus": 1}})
+		tmp := t.TempDir()
+		_, err := StartPrometheus(ctx, f, PrometheusSpec{Host: "n11", Path: bin, Config: map[string]any{"bogus": 1}, TempDir: tmp})
 		if err == nil || !strings.Contains(err.Error(), "exited") || !strings.Contains(err.Error(), "bogus") {
 			t.Errorf("StartPrometheus: %v, want its exit and its complaint", err)
 		}
 		if took := time.Since(begin); took > 10*time.Second {
 			t.Errorf("failed after %v, want at once", took)
 		}
-		if left := tempDirs(t); len(left) > len(before)+1 { // +1: the running one
-			t.Errorf("a failed start left %v", left)
+		if left, _ := os.ReadDir(tmp); len(left) > 0 {
+			t.Errorf("a failed start left %v in %s", left, tmp)
 		}
 	})
-}
-
-func tempDirs(t *testing.T) []string {
-	t.Helper()
-	m, err := filepath.Glob(filepath.Join(os.TempDir(), "prober-prometheus-*"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
