@@ -1,140 +1,26 @@
 package dashboards
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/netprober/prober/dashboards/dashtest"
 )
 
-// The parts of Grafana's dashboard JSON model the tests read.
-type dashboard struct {
-	UID           string  `json:"uid"`
-	Title         string  `json:"title"`
-	ID            *int    `json:"id"`
-	SchemaVersion int     `json:"schemaVersion"`
-	Panels        []panel `json:"panels"`
-	Templating    struct {
-		List []variable `json:"list"`
-	} `json:"templating"`
-}
-
-type panel struct {
-	ID              int                      `json:"id"`
-	Type            string                   `json:"type"`
-	Title           string                   `json:"title"`
-	Description     string                   `json:"description"`
-	Datasource      *datasource              `json:"datasource"`
-	GridPos         struct{ H, W, X, Y int } `json:"gridPos"`
-	Targets         []target                 `json:"targets"`
-	Transformations []transform              `json:"transformations"`
-	Panels          []panel                  `json:"panels"` // a collapsed row's
-}
-
-type datasource struct {
-	Type string `json:"type"`
-	UID  string `json:"uid"`
-}
-
-type target struct {
-	RefID        string      `json:"refId"`
-	Expr         string      `json:"expr"`
-	LegendFormat string      `json:"legendFormat"`
-	Format       string      `json:"format"`
-	Instant      bool        `json:"instant"`
-	Datasource   *datasource `json:"datasource"`
-}
-
-type transform struct {
-	ID      string `json:"id"`
-	Options struct {
-		RowField    string         `json:"rowField"`
-		ColumnField string         `json:"columnField"`
-		IndexByName map[string]int `json:"indexByName"`
-	} `json:"options"`
-}
-
-type variable struct {
-	Name       string          `json:"name"`
-	Type       string          `json:"type"`
-	Query      json.RawMessage `json:"query"`
-	Datasource *datasource     `json:"datasource"`
-	Multi      bool            `json:"multi"`
-	IncludeAll bool            `json:"includeAll"`
-	AllValue   string          `json:"allValue"`
-}
-
-// queryText is a query variable's query, a string or Grafana 10's object.
-func (v variable) queryText() string {
-	var s string
-	if json.Unmarshal(v.Query, &s) == nil {
-		return s
-	}
-	var o struct{ Query string }
-	json.Unmarshal(v.Query, &o)
-	return o.Query
-}
-
-func loadDashboards(t *testing.T) map[string]dashboard {
+func loadDashboards(t *testing.T) map[string]dashtest.Dashboard {
 	t.Helper()
-	out := map[string]dashboard{}
-	for _, name := range dashboardFiles(t) {
-		raw, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d dashboard
-		if err := json.Unmarshal(raw, &d); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		out[name] = d
+	ds, err := dashtest.LoadDashboards(os.DirFS("."))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return ds
 }
-
-// allPanels flattens rows.
-func allPanels(ps []panel) []panel {
-	var out []panel
-	for _, p := range ps {
-		out = append(out, p)
-		out = append(out, allPanels(p.Panels)...)
-	}
-	return out
-}
-
-var legendLabel = regexp.MustCompile(`\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)
-
-// usedLabels are the labels a panel shows for a target: its legend's
-// {{label}}s, the row and column of a groupingToMatrix (the matrix's x and
-// y), and the label columns an organize transformation orders.
-func usedLabels(p panel, tg target) []string {
-	var ls []string
-	for _, m := range legendLabel.FindAllStringSubmatch(tg.LegendFormat, -1) {
-		ls = append(ls, m[1])
-	}
-	for _, tr := range p.Transformations {
-		switch tr.ID {
-		case "groupingToMatrix":
-			ls = append(ls, tr.Options.RowField, tr.Options.ColumnField)
-		case "organize":
-			for col := range tr.Options.IndexByName {
-				if col != "Time" && !strings.HasPrefix(col, "Value") {
-					ls = append(ls, col)
-				}
-			}
-		}
-	}
-	slices.Sort(ls)
-	return slices.Compact(ls)
-}
-
-var varRef = regexp.MustCompile(`\$(?:\{(\w+)\}|(\w+))`)
 
 // builtins are Grafana's own variables the dashboards may use.
 var builtins = map[string]bool{"__rate_interval": true, "__interval": true, "__range": true}
@@ -159,15 +45,15 @@ func TestDashboardModel(t *testing.T) {
 			vars[v.Name] = true
 			switch {
 			case v.Name == "datasource":
-				if v.Type != "datasource" || v.queryText() != "prometheus" {
-					t.Errorf("%s: variable datasource: type %q query %q, want a prometheus datasource variable", name, v.Type, v.queryText())
+				if v.Type != "datasource" || v.QueryText() != "prometheus" {
+					t.Errorf("%s: variable datasource: type %q query %q, want a prometheus datasource variable", name, v.Type, v.QueryText())
 				}
 			case v.Type == "query":
 				if v.Datasource == nil || v.Datasource.UID != "${datasource}" {
 					t.Errorf("%s: variable %s does not query ${datasource}", name, v.Name)
 				}
-				if !strings.HasPrefix(v.queryText(), "label_values(") {
-					t.Errorf("%s: variable %s: query %q, want label_values(metric, label)", name, v.Name, v.queryText())
+				if !strings.HasPrefix(v.QueryText(), "label_values(") {
+					t.Errorf("%s: variable %s: query %q, want label_values(metric, label)", name, v.Name, v.QueryText())
 				}
 				if v.IncludeAll && v.AllValue != ".*" {
 					t.Errorf("%s: variable %s: allValue %q, want .* (the panels match with =~)", name, v.Name, v.AllValue)
@@ -178,7 +64,7 @@ func TestDashboardModel(t *testing.T) {
 			t.Errorf("%s: no datasource variable", name)
 		}
 		ids := map[int]bool{}
-		for _, p := range allPanels(d.Panels) {
+		for _, p := range dashtest.AllPanels(d.Panels) {
 			where := fmt.Sprintf("%s: panel %d %q", name, p.ID, p.Title)
 			if ids[p.ID] || p.ID == 0 {
 				t.Errorf("%s: id missing or not unique", where)
@@ -208,8 +94,8 @@ func TestDashboardModel(t *testing.T) {
 					t.Errorf("%s: target %q: refId missing or repeated, or empty expr", where, tg.RefID)
 				}
 				refs[tg.RefID] = true
-				for _, m := range varRef.FindAllStringSubmatch(tg.Expr, -1) {
-					if v := m[1] + m[2]; !vars[v] && !builtins[v] {
+				for _, v := range dashtest.VarRefs(tg.Expr) {
+					if !vars[v] && !builtins[v] {
 						t.Errorf("%s: target %s uses $%s, which is not defined", where, tg.RefID, v)
 					}
 				}
@@ -281,35 +167,11 @@ func TestRulesPromtool(t *testing.T) {
 	}
 }
 
-type rule struct {
-	Alert       string            `json:"alert"`
-	Expr        string            `json:"expr"`
-	For         string            `json:"for"`
-	Labels      map[string]string `json:"labels"`
-	Annotations map[string]string `json:"annotations"`
-}
-
-func loadRules(t *testing.T) []rule {
+func loadRules(t *testing.T) []dashtest.Rule {
 	t.Helper()
-	var f struct {
-		Groups []struct {
-			Name  string `json:"name"`
-			Rules []rule `json:"rules"`
-		} `json:"groups"`
-	}
-	raw, err := os.ReadFile(plainRules)
+	rules, err := dashtest.LoadRules(os.DirFS("."), plainRules)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
-		t.Fatalf("%s: %v", plainRules, err)
-	}
-	var rules []rule
-	for _, g := range f.Groups {
-		rules = append(rules, g.Rules...)
-	}
-	if len(rules) == 0 {
-		t.Fatalf("%s: no rules", plainRules)
 	}
 	return rules
 }
@@ -354,7 +216,7 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 			t.Errorf("alert %s: its runbook section does not say how to confirm with prober trace", r.Alert)
 		}
 	}
-	i := slices.IndexFunc(loadRules(t), func(r rule) bool { return r.Alert == "ProberSuspect" })
+	i := slices.IndexFunc(loadRules(t), func(r dashtest.Rule) bool { return r.Alert == "ProberSuspect" })
 	if i < 0 || !strings.Contains(loadRules(t)[i].Annotations["summary"], "$labels.name") {
 		t.Errorf("no ProberSuspect alert whose summary names the device ($labels.name)")
 	}

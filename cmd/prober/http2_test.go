@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"fmt"
-	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,9 +13,11 @@ import (
 	"time"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/lab"
 	"github.com/netprober/prober/lab/labtest"
 	"github.com/netprober/prober/probe"
+	"github.com/netprober/prober/testbed"
 )
 
 // TestHTTP2EstablishedFlowBlackhole is issue 3's end-to-end test: the
@@ -58,51 +58,42 @@ func TestHTTP2EstablishedFlowBlackhole(t *testing.T) {
 		}
 	}
 
-	var agents []*demoAgent
+	var agents []*testbed.Agent
 	defer func() {
 		for _, a := range agents {
-			a.stop()
+			a.Close()
 			if t.Failed() {
-				b, _ := os.ReadFile(a.log)
-				t.Logf("agent %s log:\n%s", a.name, tail(string(b), 15))
+				t.Logf("agent %s log:\n%s", a.Name(), a.LogTail(15))
 			}
 		}
 	}()
-	start := func(h lab.Host, cfg string) *demoAgent {
+	start := func(host string, cfg *config.Agent) *testbed.Agent {
 		t.Helper()
-		a, err := startLabAgent(ctx, f, os.Args[0], []string{"PROBER_TEST_AS_MAIN=1"}, dir, h, cfg)
+		a, err := testbed.StartAgent(ctx, f, testbed.AgentSpec{Prober: testProber(), Host: host, Config: cfg, Dir: dir})
 		if err != nil {
 			t.Fatal(err)
 		}
 		agents = append(agents, a)
 		return a
 	}
-	responder := func(h lab.Host) string {
-		return fmt.Sprintf("name: %s\nclass: node\nlisten: %s:9808\nprobing: {protocols: [http2_ping]}\n", h.Name, h.Addr)
-	}
-	start(n11, responder(n11))
-	backend := start(n21, responder(n21))
-	tlsHost := n21
-	tlsHost.Name = "n21tls"
-	tlsAgent := start(tlsHost, fmt.Sprintf("name: n21tls\nclass: node\nlisten: %s:9443\ntls: {certFile: %s, keyFile: %s}\nprobing: {protocols: [http2_ping]}\n",
-		n21.Addr, filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")))
-	tlsAgent.url = "https://" + n21.Addr.String() + ":9443"
-	tlsAgent.client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
-	prober := start(pod, fmt.Sprintf(`name: %s
-class: pod
-listen: %s:9808
-probing:
-  window: 10s
-  flows: 4
-  protocols: [tcp_syn, http2_ping]
-targets:
-  - {name: vip, address: %s, class: lb, port: 9808, http2: h2c}
-  - {name: n21, address: %s, class: node, port: 9808}
-  - {name: n21-tls, address: %s, class: node, port: 9443, http2: tls, caFile: %s, serverName: n21.lab}
-  - {name: n21-wrong-ca, address: %s, class: node, port: 9443, http2: tls, caFile: %s}
-`, pod.Name, pod.Addr, f.VIP, n21.Addr, n21.Addr, filepath.Join(dir, "cert.pem"), n21.Addr, filepath.Join(dir, "wrong-ca.pem")))
+	h2only := config.Probing{Protocols: []probe.Protocol{probe.ProtocolHTTP2Ping}}
+	start(n11.Name, testbed.AgentConfig(n11, h2only))
+	backend := start(n21.Name, testbed.AgentConfig(n21, h2only))
+	tlsCfg := testbed.AgentConfig(n21, h2only)
+	tlsCfg.Name, tlsCfg.Listen = "n21tls", netip.AddrPortFrom(n21.Addr, 9443).String()
+	tlsCfg.TLS = &config.ServerTLS{CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem")}
+	start(n21.Name, tlsCfg)
+	proberCfg := testbed.AgentConfig(pod, config.Probing{Window: config.Duration(10 * time.Second), Flows: 4,
+		Protocols: []probe.Protocol{probe.ProtocolTCPSYN, probe.ProtocolHTTP2Ping}}, n21)
+	proberCfg.Targets = append([]config.Target{testbed.VIPTarget(f.VIP)}, proberCfg.Targets...)
+	proberCfg.Targets = append(proberCfg.Targets,
+		config.Target{Name: "n21-tls", Address: n21.Addr.String(), Class: config.ClassNode, Port: 9443,
+			HTTP2: config.HTTP2TLS, CAFile: filepath.Join(dir, "cert.pem"), ServerName: "n21.lab"},
+		config.Target{Name: "n21-wrong-ca", Address: n21.Addr.String(), Class: config.ClassNode, Port: 9443,
+			HTTP2: config.HTTP2TLS, CAFile: filepath.Join(dir, "wrong-ca.pem")})
+	prober := start(pod.Name, proberCfg)
 	for _, a := range agents {
-		if err := a.waitHealthy(ctx, 10*time.Second); err != nil {
+		if err := a.WaitHealthy(ctx, 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,7 +104,7 @@ targets:
 	observe := func(within time.Duration, cond func() bool) bool {
 		t.Helper()
 		for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
-			if obs, err = prober.observations(ctx); err != nil {
+			if obs, err = prober.Observations(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if cond() || time.Now().After(deadline) {
@@ -148,7 +139,7 @@ targets:
 	}
 	resets := func(target string, reasons ...string) float64 {
 		t.Helper()
-		text, err := prober.metrics(ctx)
+		text, err := prober.Metrics(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +193,7 @@ targets:
 	if bh := blackholes(); len(bh) != 1 {
 		t.Errorf("(b) black holes %v, want only vip (n21 is not behind the LB)", bh)
 	}
-	if text, err := prober.metrics(ctx); err != nil || metricValue(text, "prober_established_flow_blackhole", `target="vip"`) != 1 {
+	if text, err := prober.Metrics(ctx); err != nil || metricValue(text, "prober_established_flow_blackhole", `target="vip"`) != 1 {
 		t.Errorf("(b) prober_established_flow_blackhole{target=\"vip\"} is not 1 (err %v)", err)
 	}
 	if n := resets("vip", "ping_timeout"); n < 1 {
@@ -268,7 +259,7 @@ targets:
 	// (c) A backend dies: its kernel resets the connection and refuses
 	// redials. Not a black hole.
 	before := resets("n21", "reset", "refused")
-	if err := backend.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := backend.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
@@ -303,9 +294,4 @@ func metricValue(text, name string, labels ...string) float64 {
 		}
 	}
 	return sum
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -9,11 +9,13 @@ import (
 
 	"github.com/netprober/prober/lab"
 	"github.com/netprober/prober/matrix"
+	"github.com/netprober/prober/testbed"
 )
 
 // runLabDemo is `prober lab demo`: the default fabric, an agent on every
 // node and in every pod, the matrix; a healthy matrix, then seed 004's
 // fault (a lossy spine), the matrix again and the diagnosis naming it.
+// The fabric is testbed's; what is printed around it is here.
 func runLabDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("lab demo", "[--device spine2] [--permille N] [--listen ADDR] [--keep]", stderr)
 	device := fs.String("device", "spine2", "the device to make lossy")
@@ -39,53 +41,56 @@ func runLabDemo(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	spec := lab.DefaultSpec()
 	spec.Prefix = "pdemo"
-	o := fabricOptions{exe: exe, spec: spec, interval: 500 * time.Millisecond, window: *window, listen: *listen, out: stdout}
+	s := testbed.FabricSpec{Lab: spec, Prober: testbed.Prober{Path: exe}, Interval: 500 * time.Millisecond, Window: *window,
+		Listen: *listen, Out: stdout, TTY: isTerminal(stdout)}
 	fault := lab.Fault{Kind: lab.FaultDeviceLoss, Device: *device, Permille: *permille}
-	if err := labDemo(ctx, o, fault, *within, isTerminal(stdout)); err != nil {
+	if err := labDemo(ctx, s, fault, *within); err != nil {
 		fmt.Fprintf(stderr, "prober lab demo: %v\n", err)
 		return exitRuntime
 	}
 	return exitOK
 }
 
-func labDemo(ctx context.Context, o fabricOptions, fault lab.Fault, within time.Duration, color bool) (err error) {
-	out := o.out
-	r, err := startFabric(ctx, o)
+// labDemo runs the demo on the fabric s describes; a terminal (s.TTY)
+// gets the heatmap in colour.
+func labDemo(ctx context.Context, s testbed.FabricSpec, fault lab.Fault, within time.Duration) (err error) {
+	out := s.Out
+	r, err := testbed.StartFabric(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if cerr := r.close(); err == nil {
+		if cerr := r.Close(); err == nil {
 			err = cerr
 		}
 	}()
-	if err := r.f.Check(fault); err != nil {
+	if err := r.Lab().Check(fault); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "==> healthy fabric: filling the agents' %s windows\n", o.window)
-	filled := func(_ matrix.Diagnosis, s matrix.Snapshot) bool {
-		return len(s.Groups) > 0 && time.Since(s.Time) < 5*time.Second && s.Time.Sub(r.startedAt()) > o.window
+	fmt.Fprintf(out, "==> healthy fabric: filling the agents' %s windows\n", s.Window)
+	filled := func(_ matrix.Diagnosis, snap matrix.Snapshot) bool {
+		return len(snap.Groups) > 0 && time.Since(snap.Time) < 5*time.Second && snap.Time.Sub(r.Healthy()) > s.Window
 	}
-	if _, err := r.waitFor(ctx, o.window+30*time.Second, "a full window", filled); err != nil {
+	if _, err := r.WaitFor(ctx, s.Window+30*time.Second, "a full window", filled); err != nil {
 		return err
 	}
-	drawHeatmap(out, r.snapshot(), "node_to_node", "tcp_syn", color)
-	printDiagnosis(out, r.diagnosis())
+	drawHeatmap(out, r.Snapshot(), "node_to_node", "tcp_syn", s.TTY)
+	printDiagnosis(out, r.Diagnosis())
 
-	fmt.Fprintf(out, "==> injecting seed 004's fault: %s (nftables in %s-%s)\n", fault, o.spec.Prefix, fault.Device)
+	fmt.Fprintf(out, "==> injecting seed 004's fault: %s (nftables in %s-%s)\n", fault, s.Lab.Prefix, fault.Device)
 	injected := time.Now()
-	if err := r.f.Inject(ctx, fault); err != nil {
+	if err := r.Lab().Inject(ctx, fault); err != nil {
 		return err
 	}
-	_, err = r.waitFor(ctx, within, "the matrix to name "+fault.Device, func(d matrix.Diagnosis, _ matrix.Snapshot) bool {
+	_, err = r.WaitFor(ctx, within, "the matrix to name "+fault.Device, func(d matrix.Diagnosis, _ matrix.Snapshot) bool {
 		return len(d.Suspects) > 0 && d.Suspects[0].Name == fault.Device
 	})
-	drawHeatmap(out, r.snapshot(), "node_to_node", "tcp_syn", color)
-	printDiagnosis(out, r.diagnosis())
+	drawHeatmap(out, r.Snapshot(), "node_to_node", "tcp_syn", s.TTY)
+	printDiagnosis(out, r.Diagnosis())
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "==> %s named in %.0fs after the fault; seed 004's engineer looped traceroute for 90 s to see the layer, not the device\n",
 		fault.Device, time.Since(injected).Seconds())
-	return r.f.Clear(ctx)
+	return r.Lab().Clear(ctx)
 }

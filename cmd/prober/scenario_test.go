@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/netprober/prober/lab"
 	"github.com/netprober/prober/lab/labtest"
 	"github.com/netprober/prober/matrix"
+	"github.com/netprober/prober/testbed"
 )
 
 // scenario is one fault of the suite: inject it, wait until the matrix
@@ -37,16 +37,15 @@ func TestScenarios(t *testing.T) {
 	const window = 15 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
 	defer cancel()
-	r, err := startFabric(ctx, fabricOptions{
-		exe: os.Args[0], env: []string{"PROBER_TEST_AS_MAIN=1"}, spec: spec,
-		interval: 500 * time.Millisecond, window: window, listen: "127.0.0.1:0",
-		out: testWriter{t, &strings.Builder{}},
+	r, err := testbed.StartFabric(ctx, testbed.FabricSpec{
+		Lab: spec, Prober: testProber(), Interval: 500 * time.Millisecond, Window: window, Listen: "127.0.0.1:0",
+		Out: testWriter{t, &strings.Builder{}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := r.close(); err != nil {
+		if err := r.Close(); err != nil {
 			t.Errorf("close: %v", err)
 		}
 	}()
@@ -56,12 +55,12 @@ func TestScenarios(t *testing.T) {
 	t.Run("healthy", func(t *testing.T) {
 		deadline := time.Now().Add(2 * time.Minute)
 		for time.Now().Before(deadline) {
-			if d := r.diagnosis(); len(d.Suspects) > 0 {
+			if d := r.Diagnosis(); len(d.Suspects) > 0 {
 				t.Fatalf("suspect in a healthy fabric: %+v", d.Suspects[0])
 			}
 			time.Sleep(time.Second)
 		}
-		if s := r.snapshot(); len(s.Groups) == 0 {
+		if s := r.Snapshot(); len(s.Groups) == 0 {
 			t.Fatal("the matrix has no cells after two minutes")
 		}
 	})
@@ -72,7 +71,7 @@ func TestScenarios(t *testing.T) {
 			detect, localize, err := runScenario(ctx, r, sc)
 			results = append(results, fmt.Sprintf("%-28s detect %5.1fs  localize %5.1fs  %v", sc.name, detect.Seconds(), localize.Seconds(), errOrOK(err)))
 			if err != nil {
-				printDiagnosis(testWriter{t, &strings.Builder{}}, r.diagnosis())
+				printDiagnosis(testWriter{t, &strings.Builder{}}, r.Diagnosis())
 				t.Fatal(err)
 			}
 			if detect > 30*time.Second {
@@ -90,18 +89,18 @@ func errOrOK(err error) string {
 	return "ok"
 }
 
-func runScenario(ctx context.Context, r *fabricRun, sc scenario) (detect, localize time.Duration, err error) {
+func runScenario(ctx context.Context, r *testbed.Fabric, sc scenario) (detect, localize time.Duration, err error) {
 	for _, f := range sc.faults {
-		if err := r.f.Inject(ctx, f); err != nil {
+		if err := r.Lab().Inject(ctx, f); err != nil {
 			return 0, 0, err
 		}
 	}
 	defer func() {
-		if cerr := r.f.Clear(ctx); cerr != nil && err == nil {
+		if cerr := r.Lab().Clear(ctx); cerr != nil && err == nil {
 			err = cerr
 		}
 		// The next scenario starts from a clean matrix.
-		_, werr := r.waitFor(ctx, 90*time.Second, "a clean matrix", func(d matrix.Diagnosis, s matrix.Snapshot) bool {
+		_, werr := r.WaitFor(ctx, 90*time.Second, "a clean matrix", func(d matrix.Diagnosis, s matrix.Snapshot) bool {
 			return len(d.Suspects) == 0 && !anyLoss(s)
 		})
 		if err == nil {
@@ -123,7 +122,7 @@ func runScenario(ctx context.Context, r *fabricRun, sc scenario) (detect, locali
 		}
 	}
 	var last error
-	_, err = r.waitFor(ctx, 90*time.Second, sc.name, func(d matrix.Diagnosis, s matrix.Snapshot) bool {
+	_, err = r.WaitFor(ctx, 90*time.Second, sc.name, func(d matrix.Diagnosis, s matrix.Snapshot) bool {
 		// Only rounds computed after the fault count.
 		if detected == 0 && s.Time.After(start) && (len(d.Suspects) > 0 || anyLoss(s)) {
 			detected = time.Since(start)
@@ -155,12 +154,10 @@ func scenarios() []scenario {
 
 // seedScenarios are the incidents of ../shared/seeds, with checks of their
 // own.
-func seedScenarios(ctx context.Context, r *fabricRun) []scenario {
-	agent := func(name string) *demoAgent {
-		for _, a := range r.agents {
-			if a.name == name {
-				return a
-			}
+func seedScenarios(ctx context.Context, r *testbed.Fabric) []scenario {
+	agent := func(name string) *testbed.Agent {
+		if a, ok := r.Agent(name); ok {
+			return a
 		}
 		panic("no agent " + name)
 	}
@@ -171,7 +168,7 @@ func seedScenarios(ctx context.Context, r *fabricRun) []scenario {
 			name:   "seed 001: LB forgets flows",
 			faults: []lab.Fault{{Kind: lab.FaultLBForget}},
 			check: func(d matrix.Diagnosis, s matrix.Snapshot) error {
-				obs, err := agent("n11").observations(ctx)
+				obs, err := agent("n11").Observations(ctx)
 				if err != nil {
 					return err
 				}
@@ -219,7 +216,7 @@ func seedScenarios(ctx context.Context, r *fabricRun) []scenario {
 			name:   "seed 000: zone partition",
 			faults: []lab.Fault{{Kind: lab.FaultPartition, Zone: "z3"}},
 			check: func(d matrix.Diagnosis, s matrix.Snapshot) error {
-				m, err := agent("n21").metrics(ctx)
+				m, err := agent("n21").Metrics(ctx)
 				if err != nil {
 					return err
 				}

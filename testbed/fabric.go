@@ -1,0 +1,164 @@
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/netprober/prober/config"
+	"github.com/netprober/prober/hub"
+	"github.com/netprober/prober/lab"
+	"github.com/netprober/prober/matrix"
+	"github.com/netprober/prober/probe"
+)
+
+// FabricSpec describes a lab fabric with agents on every host and the
+// matrix: what `prober lab demo` runs and the scenario suite drives.
+type FabricSpec struct {
+	// Lab is the fabric; a lab with its prefix is removed first (the
+	// leftovers of a crashed run).
+	Lab    lab.Spec
+	Prober Prober
+	// Interval is the agents' probe interval; Window the agents' window
+	// and the matrix's.
+	Interval, Window time.Duration
+	// Listen is the matrix's address (page, JSON, metrics) in this
+	// process's network namespace; "127.0.0.1:0" picks a port.
+	Listen string
+	// Out gets a line per step and progress while WaitFor waits; nil
+	// for none. TTY says Out is a terminal: progress then redraws one
+	// line every second, where a log or a pipe gets a line every ten.
+	Out io.Writer
+	TTY bool
+	// Logger gets the lab's and the matrix's logs; nil for none.
+	Logger *slog.Logger
+}
+
+// Fabric is a running fabric started by StartFabric: namespaces, a
+// node-class agent on every node, a pod-class agent in every pod, the
+// matrix.
+type Fabric struct {
+	spec    FabricSpec
+	fab     *lab.Fabric
+	dir     string
+	agents  []*Agent
+	hub     *hub.Hub
+	stop    context.CancelFunc
+	done    chan error
+	healthy time.Time
+}
+
+// Lab is the fabric's inventory, for faults (Inject, Clear).
+func (r *Fabric) Lab() *lab.Fabric { return r.fab }
+
+// Agents are the agents, in the order of the lab's hosts.
+func (r *Fabric) Agents() []*Agent { return r.agents }
+
+// Agent returns the agent of the host called name.
+func (r *Fabric) Agent(name string) (*Agent, bool) {
+	for _, a := range r.agents {
+		if a.Name() == name {
+			return a, true
+		}
+	}
+	return nil, false
+}
+
+// MatrixURL is the base URL of the matrix's page.
+func (r *Fabric) MatrixURL() string { return "http://" + r.hub.Addr().String() + "/" }
+
+// Healthy is when every agent served: windows fill from then.
+func (r *Fabric) Healthy() time.Time { return r.healthy }
+
+// Diagnosis is the matrix's latest diagnosis.
+func (r *Fabric) Diagnosis() matrix.Diagnosis { return r.hub.Diagnosis() }
+
+// Snapshot is the matrix's latest loss matrix.
+func (r *Fabric) Snapshot() matrix.Snapshot { return r.hub.Snapshot() }
+
+// agentProbing is every agent's schedule in a fabric. A lost probe holds
+// its flow for the timeout.
+func (s FabricSpec) agentProbing() config.Probing {
+	return config.Probing{
+		Interval: config.Duration(s.Interval), Timeout: config.Duration(time.Second), Window: config.Duration(s.Window),
+		Flows: 8, Protocols: []probe.Protocol{probe.ProtocolICMP, probe.ProtocolTCPSYN, probe.ProtocolHTTP2Ping},
+		MaxProbesPerSecond: 1000, MaxTargets: 32,
+		// The trace budget is higher than in production (30/min): a lab
+		// has no switch CPU to protect, and the demo should name a
+		// device in seconds, not after the periodic traces of a few
+		// minutes.
+		Trace: config.TraceProbing{BudgetPerMinute: 600},
+	}
+}
+
+// agentConfig is a host's agent configuration: nodes probe every other
+// node and the LB's VIP; pods probe every other pod and every node (the
+// paths seed 004's engineer compared by hand).
+func (r *Fabric) agentConfig(h lab.Host) *config.Agent {
+	var targets []lab.Host
+	for _, t := range r.fab.Hosts {
+		if t.Name == h.Name || (h.Class == lab.ClassNode && t.Class == lab.ClassPod) {
+			continue
+		}
+		targets = append(targets, t)
+	}
+	c := AgentConfig(h, r.spec.agentProbing(), targets...)
+	if h.Class == lab.ClassNode && r.fab.VIP.IsValid() {
+		c.Targets = append(c.Targets, VIPTarget(r.fab.VIP))
+	}
+	return c
+}
+
+// WaitFor polls the matrix every second until cond holds or within
+// passes, drawing progress on the spec's Out. It returns how long it
+// took.
+func (r *Fabric) WaitFor(ctx context.Context, within time.Duration, what string, cond func(matrix.Diagnosis, matrix.Snapshot) bool) (time.Duration, error) {
+	out := r.spec.Out
+	start := time.Now()
+	for i := 0; ; i++ {
+		if cond(r.Diagnosis(), r.Snapshot()) {
+			fmt.Fprintf(out, "\r    %s: %.0fs%s\n", what, time.Since(start).Seconds(), strings.Repeat(" ", 30))
+			return time.Since(start), nil
+		}
+		if time.Since(start) > within {
+			fmt.Fprintln(out)
+			return time.Since(start), fmt.Errorf("%s: not within %s", what, within)
+		}
+		if r.spec.TTY {
+			fmt.Fprintf(out, "\r    waiting for %s: %.0fs / %.0fs", what, time.Since(start).Seconds(), within.Seconds())
+		} else if i%10 == 0 {
+			fmt.Fprintf(out, "    waiting for %s: %.0fs / %.0fs\n", what, time.Since(start).Seconds(), within.Seconds())
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(out)
+			return time.Since(start), ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Close stops the matrix and the agents and removes the fabric and the
+// agents' files.
+func (r *Fabric) Close() error {
+	var errs []error
+	if r.stop != nil {
+		r.stop()
+		errs = append(errs, <-r.done)
+		r.stop = nil
+	}
+	for _, a := range r.agents {
+		errs = append(errs, a.Close())
+	}
+	if r.dir != "" {
+		os.RemoveAll(r.dir)
+	}
+	fmt.Fprintln(r.spec.Out, "==> cleaning up")
+	errs = append(errs, lab.Down(r.spec.Lab.Prefix))
+	return errors.Join(errs...)
+}

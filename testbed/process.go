@@ -1,0 +1,138 @@
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ProcessSpec says how to start a program in a lab namespace.
+type ProcessSpec struct {
+	// Host is the lab host or router whose namespace the program runs in
+	// ("n11", "spine1"; a namespace name such as "plab-n11" works too).
+	Host string
+	// Name names the program in errors and its log, Dir/Name.log.
+	Name string
+	Path string   // the program
+	Args []string // its arguments
+	Env  []string // added to this process's environment
+	// Dir holds the log; it must exist.
+	Dir string
+}
+
+// stopGrace is how long a program has to exit after SIGTERM before it is
+// killed.
+const stopGrace = 5 * time.Second
+
+// Process is a program started by StartProcess.
+type Process struct {
+	name, log string
+	cmd       *exec.Cmd
+	done      chan struct{} // closed when the program has exited
+	waitErr   error         // cmd.Wait's, once done is closed
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Name is the ProcessSpec's Name.
+func (p *Process) Name() string { return p.name }
+
+// Pid is the program's process ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Signal sends sig to the program (by the pid StartProcess started, never
+// by name).
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// LogTail returns the last n lines of the program's output.
+func (p *Process) LogTail(n int) string {
+	b, _ := os.ReadFile(p.log)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// failure wraps err, what went wrong with the program, with its log's
+// last lines.
+func (p *Process) failure(err error) error {
+	return fmt.Errorf("%s: %w; its log ends:\n  %s", p.name, err, strings.ReplaceAll(p.LogTail(5), "\n", "\n  "))
+}
+
+// exited returns, once the program has exited, why; nil while it runs.
+func (p *Process) exited() error {
+	select {
+	case <-p.done:
+		if p.waitErr != nil {
+			return fmt.Errorf("exited: %w", p.waitErr)
+		}
+		return errors.New("exited")
+	default:
+		return nil
+	}
+}
+
+// waitOK polls u with c every 100 ms until it answers 200 OK. It fails,
+// with the program's last log lines, when within passes or the program
+// exits first: what it should be by then ("healthy", "ready") names the
+// wait.
+func (p *Process) waitOK(ctx context.Context, c *http.Client, u string, within time.Duration, what string) error {
+	deadline := time.Now().Add(within)
+	for {
+		_, status, err := get(ctx, c, u)
+		if err == nil && status == http.StatusOK {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("%d %s", status, http.StatusText(status))
+		}
+		if exit := p.exited(); exit != nil {
+			return p.failure(exit)
+		}
+		if time.Now().After(deadline) {
+			return p.failure(fmt.Errorf("not %s within %v: %w", what, within, err))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Close stops the program with SIGTERM, or SIGKILL after 5 s, and waits
+// for it. It returns an error when the program had to be killed or had
+// exited by itself with a failure before Close; a second Close returns
+// the first one's result.
+func (p *Process) Close() error {
+	p.closeOnce.Do(func() { p.closeErr = p.stop() })
+	return p.closeErr
+}
+
+func (p *Process) stop() error {
+	select {
+	case <-p.done:
+		// A context the program was started with ends it too; that is
+		// a stop, not a failure.
+		if p.waitErr != nil && !errors.Is(p.waitErr, context.Canceled) && !errors.Is(p.waitErr, context.DeadlineExceeded) {
+			return p.failure(fmt.Errorf("exited before it was stopped: %w", p.waitErr))
+		}
+		return nil
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(stopGrace):
+		p.cmd.Process.Kill()
+		<-p.done
+		return p.failure(fmt.Errorf("killed: still running %v after SIGTERM", stopGrace))
+	}
+}

@@ -1,0 +1,30 @@
+//go:build !linux
+
+package testbed
+
+import (
+	"context"
+	"errors"
+
+	"github.com/netprober/prober/lab"
+)
+
+// StartProcess needs Linux.
+func StartProcess(ctx context.Context, f *lab.Fabric, s ProcessSpec) (*Process, error) {
+	return nil, errors.ErrUnsupported
+}
+
+// StartAgent needs Linux.
+func StartAgent(ctx context.Context, f *lab.Fabric, s AgentSpec) (*Agent, error) {
+	return nil, errors.ErrUnsupported
+}
+
+// StartFabric needs Linux.
+func StartFabric(ctx context.Context, s FabricSpec) (*Fabric, error) {
+	return nil, errors.ErrUnsupported
+}
+
+// StartPrometheus needs Linux.
+func StartPrometheus(ctx context.Context, f *lab.Fabric, s PrometheusSpec) (*Prometheus, error) {
+	return nil, errors.ErrUnsupported
+}
