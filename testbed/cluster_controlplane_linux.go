@@ -63,8 +63,17 @@ func nodeUser(node string) string { return "system:node:" + node }
 func (c *Cluster) path(elem ...string) string {
 	return filepath.Join(append([]string{c.Dir}, elem...)...)
 }
-func (c *Cluster) logPath(name string) string {
-	return c.path("logs", strings.ReplaceAll(name, "/", "-")+".log")
+
+// startDaemon starts one of the cluster's daemons in host's namespace and
+// in the cgroup v2 directory cgroup, its log in Dir/logs/host-name.log.
+// Not under a context: the daemons outlive StartCluster; Close stops them.
+func (c *Cluster) startDaemon(host, name, cgroup string, argv []string, mountNS bool) (*Process, error) {
+	return StartProcess(context.Background(), c.Fabric, ProcessSpec{
+		Host: host, Name: host + "-" + name, Path: argv[0], Args: argv[1:],
+		Dir: c.path("logs"), Cgroup: cgroup, MountNS: mountNS,
+		// kube-apiserver drains its requests for some seconds.
+		StopGrace: 30 * time.Second,
+	})
 }
 
 // cgroup creates (once) and returns the cluster's cgroup v2 directory for
@@ -131,8 +140,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		}, nil},
 	}
 	for _, d := range daemons {
-		name := "cp/" + filepath.Base(d.argv[0])
-		p, err := startProc(c.Fabric, procSpec{name: name, ns: lab.ControlPlaneName, argv: d.argv, log: c.logPath(name), cgroup: cg})
+		p, err := c.startDaemon(lab.ControlPlaneName, filepath.Base(d.argv[0]), cg, d.argv, false)
 		if err != nil {
 			return err
 		}
@@ -160,8 +168,8 @@ func (c *Cluster) waitAPIServer(ctx context.Context) error {
 		}
 		last = err
 		for _, p := range c.cp {
-			if p.exited() {
-				return fmt.Errorf("%s exited", p.name)
+			if err := p.exited(); err != nil {
+				return p.failure(err)
 			}
 		}
 		select {

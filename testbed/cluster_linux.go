@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,7 +38,7 @@ type Cluster struct {
 	images  []string // OCI archives every node imports
 
 	mu    sync.Mutex
-	cp    []*clusterProc
+	cp    []*Process
 	nodes map[string]*clusterNode
 }
 
@@ -89,6 +90,10 @@ func StartCluster(ctx context.Context, spec ClusterSpec) (c *Cluster, err error)
 		return c, fmt.Errorf("removing an earlier cluster %s: %w", spec.Fabric.Prefix, err)
 	}
 	c.Dir = spec.Dir
+	if entries, err := os.ReadDir(c.Dir); c.Dir != "" && (err == nil && len(entries) > 0) {
+		// An old cluster's etcd would bring its objects back.
+		return c, fmt.Errorf("cluster: directory %s is not empty", c.Dir)
+	}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "prober-cluster-"+spec.Fabric.Prefix+"-"); err != nil {
 			return c, err
@@ -151,17 +156,25 @@ func (c *Cluster) Close() error {
 	if len(nodes) > 0 || len(cp) > 0 {
 		fmt.Fprintf(c.out, "==> stopping the cluster\n")
 	}
+	nodeErrs := make([]error, 0, len(nodes))
 	var wg sync.WaitGroup
+	var emu sync.Mutex
 	for _, n := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n.stopDaemons()
+			// Nodes first: the API server drains its clients' requests
+			// (watches too) before it exits.
+			err := n.powerOff()
+			emu.Lock()
+			nodeErrs = append(nodeErrs, err)
+			emu.Unlock()
 		}()
 	}
 	wg.Wait()
-	for _, p := range reversed(cp) {
-		p.stop(10 * time.Second)
+	errs = append(errs, nodeErrs...)
+	for _, p := range slices.Backward(cp) {
+		errs = append(errs, p.Close())
 	}
 	errs = append(errs, removeCluster(c.spec.Fabric.Prefix, c.cgroups))
 	if c.Fabric != nil {
@@ -173,10 +186,15 @@ func (c *Cluster) Close() error {
 		errs = append(errs, os.RemoveAll(c.Dir))
 		c.Dir = ""
 	}
-	if err := os.Remove(ownerPath(c.spec.Fabric.Prefix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		errs = append(errs, err)
+	err := errors.Join(errs...)
+	// The record stays while something is left, so a later start of any
+	// cluster sweeps it.
+	if err == nil {
+		if rerr := os.Remove(ownerPath(c.spec.Fabric.Prefix)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = rerr
+		}
 	}
-	return errors.Join(errs...)
+	return err
 }
 
 // removeCluster kills every process left in the cluster's cgroups and
@@ -191,14 +209,6 @@ func removeCluster(prefix string, l cgroupLayout) error {
 		errs = append(errs, removeCgroupTree(filepath.Join(h, cgroupDir(prefix))))
 	}
 	return errors.Join(errs...)
-}
-
-func reversed[T any](s []T) []T {
-	out := make([]T, len(s))
-	for i, v := range s {
-		out[len(s)-1-i] = v
-	}
-	return out
 }
 
 // Kubectl runs the pinned kubectl as the cluster's admin, from the

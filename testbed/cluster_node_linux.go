@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -25,7 +26,7 @@ type clusterNode struct {
 	host   lab.Host
 	dir    string
 	cgroup string // its cgroup v2 directory: every process it starts
-	procs  []*clusterProc
+	procs  []*Process
 }
 
 // kubeletSysctls are the kernel settings kubelet checks at start and
@@ -84,7 +85,7 @@ func (c *Cluster) startNode(ctx context.Context, h lab.Host) error {
 	if err := waitExec(ctx, holder, "sleep", 10*time.Second); err != nil {
 		return holder.failure(err)
 	}
-	enter := []string{"nsenter", fmt.Sprintf("--mount=/proc/%d/ns/mnt", holder.pid()), "--"}
+	enter := []string{"nsenter", fmt.Sprintf("--mount=/proc/%d/ns/mnt", holder.Pid()), "--"}
 	containerd, err := n.start(c, "containerd", append(enter, "containerd", "--config", n.file("containerd.toml")), false)
 	if err != nil {
 		return err
@@ -118,9 +119,8 @@ func (n *clusterNode) file(elem ...string) string {
 }
 
 // start starts one of the node's daemons in its namespace and cgroup.
-func (n *clusterNode) start(c *Cluster, what string, argv []string, newMountNS bool) (*clusterProc, error) {
-	name := n.host.Name + "/" + what
-	p, err := startProc(c.Fabric, procSpec{name: name, ns: n.host.Name, argv: argv, log: c.logPath(name), cgroup: n.cgroup, newMountNS: newMountNS})
+func (n *clusterNode) start(c *Cluster, what string, argv []string, newMountNS bool) (*Process, error) {
+	p, err := c.startDaemon(n.host.Name, what, n.cgroup, argv, newMountNS)
 	if err != nil {
 		return nil, err
 	}
@@ -130,13 +130,16 @@ func (n *clusterNode) start(c *Cluster, what string, argv []string, newMountNS b
 	return p, nil
 }
 
-// stopDaemons stops the node's daemons, newest first: kube-proxy,
-// kubelet, containerd, then the mount namespace's holder. The containers
-// (and containerd's shims) outlive them; Close kills those by cgroup.
-func (n *clusterNode) stopDaemons() {
-	for _, p := range reversed(n.procs) {
-		p.stop(10 * time.Second)
+// powerOff stops the node's daemons, newest first (kube-proxy, kubelet,
+// containerd, then the mount namespace's holder), and kills what they
+// leave in its cgroup: containerd's shims and the containers, as a
+// machine that loses power stops them.
+func (n *clusterNode) powerOff() error {
+	var errs []error
+	for _, p := range slices.Backward(n.procs) {
+		errs = append(errs, p.Close())
 	}
+	return errors.Join(append(errs, killCgroup(n.cgroup, 20*time.Second))...)
 }
 
 // mountScript prepares the node's mount namespace, then holds it.
@@ -154,15 +157,15 @@ func (n *clusterNode) mountScript() string {
 }
 
 // waitExec waits until p has exec'd prog: its set-up script is done.
-func waitExec(ctx context.Context, p *clusterProc, prog string, within time.Duration) error {
+func waitExec(ctx context.Context, p *Process, prog string, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.pid()))
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.Pid()))
 		if strings.HasPrefix(string(b), prog+"\x00") {
 			return nil
 		}
-		if p.exited() {
-			return fmt.Errorf("exited before %s", prog)
+		if err := p.exited(); err != nil {
+			return fmt.Errorf("%w before %s", err, prog)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("not %s after %v", prog, within)
@@ -182,14 +185,14 @@ func (n *clusterNode) ctr(ctx context.Context, args ...string) (string, error) {
 	return string(out), err
 }
 
-func (n *clusterNode) waitContainerd(ctx context.Context, p *clusterProc) error {
+func (n *clusterNode) waitContainerd(ctx context.Context, p *Process) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err := n.ctr(ctx, "version"); err == nil {
 			return nil
 		}
-		if p.exited() {
-			return p.failure(fmt.Errorf("exited"))
+		if err := p.exited(); err != nil {
+			return p.failure(err)
 		}
 		if time.Now().After(deadline) {
 			return p.failure(fmt.Errorf("no answer on %s after 30s", n.file("containerd.sock")))

@@ -111,12 +111,12 @@ func (c *Cluster) waitNodesReady(ctx context.Context) error {
 				}
 			}
 			slices.Sort(missing)
-			return fmt.Errorf("nodes not Ready after %v: %s; %s", within, strings.Join(missing, ", "), logTail(c.logPath(missing[0]+"/kubelet"), 15))
+			return fmt.Errorf("nodes not Ready after %v: %s; see %s", within, strings.Join(missing, ", "), c.LogPath(missing[0], "kubelet"))
 		}
 		for _, n := range c.nodes {
 			for _, p := range n.procs {
-				if p.exited() {
-					return p.failure(fmt.Errorf("exited"))
+				if err := p.exited(); err != nil {
+					return p.failure(err)
 				}
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -141,8 +142,7 @@ func (c *Cluster) RemoveNode(ctx context.Context, name string) error {
 	c.mu.Lock()
 	delete(c.nodes, name)
 	c.mu.Unlock()
-	n.stopDaemons()
-	return killCgroup(n.cgroup, 20*time.Second)
+	return n.powerOff()
 }
 
 func (c *Cluster) nodeNames() []string {
@@ -154,4 +154,11 @@ func (c *Cluster) nodeNames() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// LogPath is the log file of a cluster daemon: component is "kubelet",
+// "containerd", "kube-proxy" on a node, or "kube-apiserver", "etcd",
+// "kube-controller-manager", "kube-scheduler" on "cp".
+func (c *Cluster) LogPath(host, component string) string {
+	return filepath.Join(c.path("logs"), host+"-"+component+".log")
 }

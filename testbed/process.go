@@ -25,15 +25,26 @@ type ProcessSpec struct {
 	Env  []string // added to this process's environment
 	// Dir holds the log; it must exist.
 	Dir string
+	// Cgroup, when set, is a cgroup v2 directory the program and all its
+	// descendants start in, so that what a daemon leaves behind (shims,
+	// containers) is found by membership, never by name.
+	Cgroup string
+	// MountNS gives the program a mount namespace of its own with every
+	// mount private: what it mounts never reaches the machine's.
+	MountNS bool
+	// StopGrace is how long Close lets the program exit after SIGTERM
+	// before killing it; 5 s when zero.
+	StopGrace time.Duration
 }
 
 // stopGrace is how long a program has to exit after SIGTERM before it is
-// killed.
+// killed, unless its ProcessSpec says otherwise.
 const stopGrace = 5 * time.Second
 
 // Process is a program started by StartProcess.
 type Process struct {
 	name, log string
+	grace     time.Duration // after SIGTERM, before SIGKILL
 	cmd       *exec.Cmd
 	done      chan struct{} // closed when the program has exited
 	waitErr   error         // cmd.Wait's, once done is closed
@@ -106,7 +117,7 @@ func (p *Process) waitOK(ctx context.Context, c *http.Client, u string, within t
 	}
 }
 
-// Close stops the program with SIGTERM, or SIGKILL after 5 s, and waits
+// Close stops the program with SIGTERM, or SIGKILL after its grace, and waits
 // for it. It returns an error when the program had to be killed or had
 // exited by itself with a failure before Close; a second Close returns
 // the first one's result.
@@ -130,9 +141,9 @@ func (p *Process) stop() error {
 	select {
 	case <-p.done:
 		return nil
-	case <-time.After(stopGrace):
+	case <-time.After(p.grace):
 		p.cmd.Process.Kill()
 		<-p.done
-		return p.failure(fmt.Errorf("killed: still running %v after SIGTERM", stopGrace))
+		return p.failure(fmt.Errorf("killed: still running %v after SIGTERM", p.grace))
 	}
 }

@@ -2,131 +2,21 @@ package testbed
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/netprober/prober/lab"
 )
-
-// clusterProc is a daemon the harness started; it is stopped by the pid
-// recorded here, never by name.
-type clusterProc struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{} // closed when Wait returns
-}
-
-// procSpec is how to start one daemon.
-type procSpec struct {
-	name string   // for logs and messages: "n11/kubelet"
-	ns   string   // the lab host or router it runs in ("n11", "cp")
-	argv []string // program and arguments
-	log  string   // its stdout and stderr
-	// cgroup is the harness's cgroup v2 directory the process and all
-	// its descendants start in: Close kills whatever is left in it.
-	cgroup string
-	// newMountNS gives the process a mount namespace of its own, private
-	// to it: what it mounts never reaches the machine's.
-	newMountNS bool
-	env        []string
-}
-
-// startProc starts spec's program inside its network namespace and cgroup.
-func startProc(f *lab.Fabric, spec procSpec) (*clusterProc, error) {
-	logf, err := os.OpenFile(spec.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	// Not CommandContext: a cancelled context must not kill daemons
-	// mid-flight; Close stops them in order.
-	cmd, err := f.Command(context.Background(), spec.ns, spec.argv[0], spec.argv[1:]...)
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), spec.env...)
-	// Pdeathsig: a daemon dies with the harness even when the harness
-	// cannot clean up (a test binary's timeout panic); the next start
-	// sweeps what it left.
-	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if spec.newMountNS {
-		// Go makes / recursively private in the child before exec.
-		attr.Unshareflags = syscall.CLONE_NEWNS
-	}
-	if spec.cgroup != "" {
-		fd, err := unix.Open(spec.cgroup, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, fmt.Errorf("%s: cgroup %s: %w", spec.name, spec.cgroup, err)
-		}
-		defer unix.Close(fd)
-		attr.UseCgroupFD, attr.CgroupFD = true, fd
-	}
-	cmd.SysProcAttr = attr
-	if err := lab.Start(cmd); err != nil {
-		return nil, fmt.Errorf("start %s: %w", spec.name, err)
-	}
-	p := &clusterProc{name: spec.name, cmd: cmd, log: spec.log, done: make(chan struct{})}
-	go func() {
-		cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *clusterProc) pid() int { return p.cmd.Process.Pid }
-
-func (p *clusterProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM, then SIGKILL after grace, and waits for the exit.
-func (p *clusterProc) stop(grace time.Duration) {
-	if p.exited() {
-		return
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-// failure wraps err with the tail of the process's log.
-func (p *clusterProc) failure(err error) error {
-	return fmt.Errorf("%s: %w; %s", p.name, err, logTail(p.log, 12))
-}
-
-// logTail is the last n lines of a log file, for failure messages.
-func logTail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "no log: " + err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return fmt.Sprintf("the end of %s:\n    %s", path, strings.Join(lines[max(0, len(lines)-n):], "\n    "))
-}
 
 // Cgroups. The harness keeps everything it starts under one cgroup v2
 // directory per cluster, so that on Close (or after a crash) whatever a
@@ -287,7 +177,15 @@ func removeCgroupTree(dir string) error {
 	}
 	var errs []error
 	for _, d := range slices.Backward(dirs) {
-		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// A cgroup stays busy for a moment after its last task died.
+		var err error
+		for range 100 {
+			if err = os.Remove(d); !errors.Is(err, unix.EBUSY) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("cgroup %s: %w", d, err))
 		}
 	}
