@@ -102,6 +102,7 @@ func TestBadConfigs(t *testing.T) {
 		"tls-both":                {"tls: ", "not both"},
 		"tls-bad-pair":            {"tls.certFile", "/nonexistent/key.pem", "tls.hosts: only for selfSigned"},
 		"lb-icmp-only":            {"targets[1].class: lb target would not be probed", "no icmp", "tcp_syn"},
+		"k8s-ca-file":             {"kubernetes.apiServerCAFile", "/nonexistent/ca.crt"},
 	}
 	files, _ := filepath.Glob("testdata/bad/*.yaml")
 	if len(files) != len(want) {
