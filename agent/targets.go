@@ -119,7 +119,7 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 			flows = len(t.ports)
 		case probe.ProtocolICMP:
 			if !config.Probed(tg.Class, proto) {
-				continue // lb: a VIP that never answers echo
+				continue // lb: a VIP does not answer echo (config.Probed)
 			}
 		case probe.ProtocolHTTP2Ping:
 			if t.h2 == nil {

@@ -268,9 +268,11 @@ func (c *Agent) SourceAddr() netip.Addr {
 func (c *Agent) PerTarget() bool { return c.Metrics.PerTarget == nil || *c.Metrics.PerTarget }
 
 // Probed reports whether targets of class are probed over proto: every
-// protocol, except icmp to lb targets. A kube-proxy VIP never answers ICMP
-// echo and most cloud load balancers do not either, so an icmp probe of
-// one could only ever be lost, and the matrix would blame a healthy LB.
+// protocol, except icmp to lb targets. A kube-proxy VIP does not answer
+// ICMP echo (in IPVS mode the probing node answers it itself, measuring
+// nothing) and most cloud load balancers do not either: on a healthy
+// cluster every icmp probe of the kubernetes Service was lost and the
+// matrix blamed it.
 func Probed(class string, proto probe.Protocol) bool {
 	return class != ClassLB || proto != probe.ProtocolICMP
 }
