@@ -29,6 +29,9 @@ type Target struct {
 	Port   uint16
 	Labels map[string]string
 	HTTP2  HTTP2
+	// Backends names the node and pod targets behind an lb target (its
+	// Service's ready endpoints), reported for the matrix's LB rule.
+	Backends []string
 }
 
 // TargetsFromConfig converts the static targets of a validated config.

@@ -99,12 +99,18 @@ targets:
 	paths := map[string]string{}
 	for _, tg := range obs.Targets {
 		paths[tg.Name] = tg.Path
+		var protos []string
 		for _, p := range tg.Protocols {
+			protos = append(protos, p.Protocol)
 			if p.Sent == 0 || p.Lost != 0 || p.RTTP50 <= 0 {
 				t.Errorf("%s/%s: %+v", tg.Name, p.Protocol, p.Stats)
 			}
 		}
-		syn := tg.Protocols[1]
+		// A VIP gets no icmp: kube-proxy's never answers echo.
+		if want := map[string][]string{"up": {"icmp", "tcp_syn"}, "vip": {"tcp_syn"}}[tg.Name]; !slices.Equal(protos, want) {
+			t.Errorf("%s probed over %v, want %v", tg.Name, protos, want)
+		}
+		syn := tg.Protocols[len(tg.Protocols)-1]
 		if syn.Protocol != "tcp_syn" || len(syn.Flows) != 3 {
 			t.Fatalf("%s: tcp_syn with %d flows, want 3", tg.Name, len(syn.Flows))
 		}
@@ -123,15 +129,56 @@ targets:
 	if problems, err := testutil.GatherAndLint(a.Registry()); err != nil || len(problems) > 0 {
 		t.Errorf("promlint: %v %v", err, problems)
 	}
-	if n := testutil.CollectAndCount(a.m.sent); n != 4 {
-		t.Errorf("%d sent series, want 4 (2 targets x 2 protocols)", n)
+	if n := testutil.CollectAndCount(a.m.sent); n != 3 {
+		t.Errorf("%d sent series, want 3 (up: icmp and tcp_syn; vip: tcp_syn)", n)
 	}
+	if m := get(t, base+"/metrics"); strings.Contains(m, `path="pod_to_lb",protocol="icmp"`) {
+		t.Errorf("/metrics has icmp series of the lb target:\n%s", grep(m, `path="pod_to_lb",protocol="icmp"`))
+	}
+
+	// The VIP's backends, as discovery learns them from its Service's
+	// endpoints, are reported sorted; a change of backends does not
+	// restart its probes.
+	synPorts := func(o api.Observations, name string) []uint16 {
+		var out []uint16
+		for _, tg := range o.Targets {
+			if tg.Name == name {
+				for _, f := range tg.Protocols[len(tg.Protocols)-1].Flows {
+					out = append(out, f.SourcePort)
+				}
+			}
+		}
+		return out
+	}
+	ts := TargetsFromConfig(a.cfg)
+	ts[1].Backends = []string{"up", "other"}
+	if err := a.SetTargets(context.Background(), ts); err != nil {
+		t.Fatal(err)
+	}
+	withBackends := getObservations(t, base)
+	if b := withBackends.Targets[1].Backends; !slices.Equal(b, []string{"other", "up"}) {
+		t.Errorf("vip backends %v, want [other up]", b)
+	}
+	if before, after := synPorts(obs, "vip"), synPorts(withBackends, "vip"); !slices.Equal(before, after) {
+		t.Errorf("new backends restarted the target: source ports %v, then %v", before, after)
+	}
+	if sent := withBackends.Targets[1].Protocols[0].Sent; sent < obs.Targets[1].Protocols[0].Sent {
+		t.Errorf("new backends reset the vip's window: %d probes sent, before %d", sent, obs.Targets[1].Protocols[0].Sent)
+	}
+	ts[1].Backends = nil
+	if err := a.SetTargets(context.Background(), ts); err != nil {
+		t.Fatal(err)
+	}
+	if b := getObservations(t, base).Targets[1].Backends; b != nil {
+		t.Errorf("vip backends %v after they went, want none", b)
+	}
+
 	// A target that leaves stops being probed and its series go.
 	if err := a.SetTargets(context.Background(), TargetsFromConfig(a.cfg)[:1]); err != nil {
 		t.Fatal(err)
 	}
 	if n := testutil.CollectAndCount(a.m.sent); n != 2 {
-		t.Errorf("after removing vip: %d sent series, want 2", n)
+		t.Errorf("after removing vip: %d sent series, want 2 (up's)", n)
 	}
 	metrics := get(t, base+"/metrics")
 	if strings.Contains(metrics, `target="vip"`) {

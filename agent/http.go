@@ -66,6 +66,7 @@ func (a *Agent) Observations() api.Observations {
 		at := api.Target{Name: t.Name, Address: t.Addr.String(), Class: t.Class, Path: t.path}
 		t.mu.Lock()
 		at.Labels = t.Labels
+		at.Backends = t.Backends
 		at.EstablishedFlowBlackhole = t.blackhole(now)
 		for _, proto := range a.cfg.Probing.Protocols {
 			ps, ok := t.protos[proto]

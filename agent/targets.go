@@ -39,6 +39,7 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 	want := map[string]Target{}
 	for _, t := range ts {
 		if t.Name != a.cfg.Name {
+			t.Backends = slices.Sorted(slices.Values(t.Backends))
 			want[t.Name] = t
 		}
 	}
@@ -65,10 +66,12 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 	for _, name := range names {
 		if t, ok := a.targets[name]; ok {
 			// The same peer with new labels (a node marked ready=unknown,
-			// a rack label set): report them, keep probing.
-			if l := want[name].Labels; !maps.Equal(l, t.Labels) {
+			// a rack label set) or backends (a Service's endpoints
+			// changed): report them, keep probing.
+			w := want[name]
+			if !maps.Equal(w.Labels, t.Labels) || !slices.Equal(w.Backends, t.Backends) {
 				t.mu.Lock()
-				t.Labels = l
+				t.Labels, t.Backends = w.Labels, w.Backends
 				t.mu.Unlock()
 			}
 			continue
@@ -115,6 +118,9 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 		case probe.ProtocolTCPSYN:
 			flows = len(t.ports)
 		case probe.ProtocolICMP:
+			if !config.Probed(tg.Class, proto) {
+				continue // lb: a VIP does not answer echo (config.Probed)
+			}
 		case probe.ProtocolHTTP2Ping:
 			if t.h2 == nil {
 				continue // http2: none

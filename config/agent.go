@@ -243,6 +243,11 @@ func (c *Agent) Validate() error {
 		if t.Port < 1 || t.Port > 65535 {
 			bad(f+".port", "%d not in 1..65535", t.Port)
 		}
+		if t.Class == ClassLB && !slices.ContainsFunc(p.Protocols, func(proto probe.Protocol) bool {
+			return Probed(ClassLB, proto) && (proto != probe.ProtocolHTTP2Ping || t.HTTP2 != HTTP2None)
+		}) {
+			bad(f+".class", "lb target would not be probed: lb targets get no icmp (a VIP rarely answers echo); add tcp_syn to probing.protocols, or http2_ping with an http2 mode other than none")
+		}
 	}
 	c.validateHTTP2(bad)
 	c.validateTrace(bad)
@@ -261,6 +266,16 @@ func (c *Agent) SourceAddr() netip.Addr {
 
 // PerTarget reports whether per-target metric labels are on.
 func (c *Agent) PerTarget() bool { return c.Metrics.PerTarget == nil || *c.Metrics.PerTarget }
+
+// Probed reports whether targets of class are probed over proto: every
+// protocol, except icmp to lb targets. A kube-proxy VIP does not answer
+// ICMP echo (in IPVS mode the probing node answers it itself, measuring
+// nothing) and most cloud load balancers do not either: on a healthy
+// cluster every icmp probe of the kubernetes Service was lost and the
+// matrix blamed it.
+func Probed(class string, proto probe.Protocol) bool {
+	return class != ClassLB || proto != probe.ProtocolICMP
+}
 
 // Path names the path class from an origin class to a target class, such
 // as node_to_pod.

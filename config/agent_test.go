@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/netprober/prober/probe"
 )
 
 func TestGoodConfigs(t *testing.T) {
@@ -99,6 +101,8 @@ func TestBadConfigs(t *testing.T) {
 		"tls-empty":               {"tls: set certFile and keyFile, or selfSigned"},
 		"tls-both":                {"tls: ", "not both"},
 		"tls-bad-pair":            {"tls.certFile", "/nonexistent/key.pem", "tls.hosts: only for selfSigned"},
+		"lb-icmp-only":            {"targets[1].class: lb target would not be probed", "no icmp", "tcp_syn"},
+		"k8s-ca-file":             {"kubernetes.apiServerCAFile", "/nonexistent/ca.crt"},
 	}
 	files, _ := filepath.Glob("testdata/bad/*.yaml")
 	if len(files) != len(want) {
@@ -121,6 +125,28 @@ func TestBadConfigs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProbed: icmp never goes to an lb target, everything else goes
+// everywhere.
+func TestProbed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		class string
+		proto probe.Protocol
+		want  bool
+	}{
+		{ClassLB, probe.ProtocolICMP, false},
+		{ClassLB, probe.ProtocolTCPSYN, true},
+		{ClassLB, probe.ProtocolHTTP2Ping, true},
+		{ClassNode, probe.ProtocolICMP, true},
+		{ClassPod, probe.ProtocolICMP, true},
+		{ClassPod, probe.ProtocolHTTP2Ping, true},
+	} {
+		if got := Probed(tc.class, tc.proto); got != tc.want {
+			t.Errorf("Probed(%s, %s) = %v, want %v", tc.class, tc.proto, got, tc.want)
+		}
 	}
 }
 

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"cmp"
+	"fmt"
 	"net/netip"
 	"regexp"
 )
@@ -36,6 +38,11 @@ type Kubernetes struct {
 	// AgentPort is the port node and pod targets are probed on: the
 	// agents' listen port.
 	AgentPort int `json:"agentPort,omitempty"`
+	// APIServerCAFile holds the PEM CAs that verify the API server when
+	// node agents ping it over TLS (http2_ping) through the kubernetes
+	// Service and apiServerLB; empty means DefaultAPIServerCAFile (see
+	// APIServerCA). Agents only.
+	APIServerCAFile string `json:"apiServerCAFile,omitempty"`
 }
 
 // Kubernetes discovery defaults, as in deploy/daemonset.yaml.
@@ -43,6 +50,10 @@ const (
 	DefaultNamespace         = "prober"
 	DefaultNodeAgentSelector = "app.kubernetes.io/name=prober,app.kubernetes.io/component=node"
 	DefaultPodAgentSelector  = "app.kubernetes.io/name=prober,app.kubernetes.io/component=pod"
+	// DefaultAPIServerCAFile is the CA of the pod's ServiceAccount, which
+	// signs the API server's certificate: kubernetes.apiServerCAFile's
+	// default.
+	DefaultAPIServerCAFile = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 )
 
 // KubernetesDiscovery reports whether targets come from the cluster.
@@ -62,6 +73,26 @@ func (k *Kubernetes) SetDefaults() {
 	if k.AgentPort == 0 {
 		k.AgentPort = DefaultPort
 	}
+}
+
+// APIServerCA is the file of CAs that verify the API server:
+// apiServerCAFile, else the ServiceAccount's CA. SetDefaults leaves the
+// field empty on purpose: the default exists only inside a pod, so
+// Validate (and --check, wherever it runs) reads the file only when the
+// config names it, and the agent checks the default at start
+// (CheckAPIServerCA).
+func (k *Kubernetes) APIServerCA() string { return cmp.Or(k.APIServerCAFile, DefaultAPIServerCAFile) }
+
+// CheckAPIServerCA reads APIServerCA as the HTTP/2 pinger will, naming
+// the field and, for the default, how to replace it.
+func (k *Kubernetes) CheckAPIServerCA() error {
+	if err := checkCAFile(k.APIServerCA()); err != nil {
+		if k.APIServerCAFile == "" {
+			return fmt.Errorf("kubernetes.apiServerCAFile: %w (the default, the ServiceAccount's CA, exists in a pod; elsewhere set kubernetes.apiServerCAFile)", err)
+		}
+		return fmt.Errorf("kubernetes.apiServerCAFile: %w", err)
+	}
+	return nil
 }
 
 // APIServerLBAddr is the parsed APIServerLB, invalid when unset. Valid
@@ -114,6 +145,11 @@ func (k *Kubernetes) validate(bad func(field, format string, args ...any)) {
 	if k.APIServerLB != "" {
 		if ap, err := netip.ParseAddrPort(k.APIServerLB); err != nil || !ap.Addr().Is4() || ap.Port() == 0 {
 			bad("kubernetes.apiServerLB", "%q is not an IPv4:port such as 203.0.113.10:6443", k.APIServerLB)
+		}
+	}
+	if k.APIServerCAFile != "" {
+		if err := checkCAFile(k.APIServerCAFile); err != nil {
+			bad("kubernetes.apiServerCAFile", "%v", err)
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package config
 
-import "testing"
+import (
+	"os"
+	"strings"
+	"testing"
+)
 
 func TestKubernetesDefaults(t *testing.T) {
 	t.Parallel()
@@ -19,11 +23,37 @@ func TestKubernetesDefaults(t *testing.T) {
 	if c.Name != "" || c.Source != "" {
 		t.Errorf("name %q source %q: want empty until the downward API fills them", c.Name, c.Source)
 	}
+	if k.APIServerCA() != "testdata/tls/cert.pem" || k.CheckAPIServerCA() != nil {
+		t.Errorf("APIServerCA = %q (check: %v), want the configured testdata/tls/cert.pem", k.APIServerCA(), k.CheckAPIServerCA())
+	}
 	m, err := LoadAgent("testdata/good/minimal.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Discovery != DiscoveryStatic || m.Kubernetes != nil {
 		t.Errorf("minimal: discovery %q kubernetes %+v, want static and none", m.Discovery, m.Kubernetes)
+	}
+}
+
+// TestAPIServerCADefault: the ServiceAccount's CA is the default, left
+// unread by Validate (it exists only in a pod: --check runs anywhere and
+// the deployed configs must pass it), and read at start, where a missing
+// one is named with the way out.
+func TestAPIServerCADefault(t *testing.T) {
+	t.Parallel()
+	c, err := ParseAgent("node.yaml", []byte("class: node\nlisten: 0.0.0.0:9808\ndiscovery: kubernetes\nprobing: {protocols: [tcp_syn, http2_ping]}\n"))
+	if err != nil {
+		t.Fatalf("a config leaving the CA to its default: %v", err)
+	}
+	k := c.Kubernetes
+	if k.APIServerCA() != DefaultAPIServerCAFile || k.APIServerCAFile != "" {
+		t.Errorf("APIServerCA %q, field %q; want the default, the field unset", k.APIServerCA(), k.APIServerCAFile)
+	}
+	if _, err := os.Stat(DefaultAPIServerCAFile); err == nil {
+		t.Skip("running in a pod: the ServiceAccount CA exists")
+	}
+	err = k.CheckAPIServerCA()
+	if err == nil || !strings.Contains(err.Error(), "kubernetes.apiServerCAFile") || !strings.Contains(err.Error(), "elsewhere set kubernetes.apiServerCAFile") {
+		t.Errorf("CheckAPIServerCA without the ServiceAccount CA: %v", err)
 	}
 }

@@ -108,10 +108,11 @@ func topology(n *corev1.Node, rackLabel string) map[string]string {
 }
 
 // apiServerPeer is the kubernetes Service in default: its ClusterIP on the
-// https port, the path every pod's API calls take through kube-proxy.
-func apiServerPeer(s *corev1.Service) (Peer, bool) {
-	addr, err := netip.ParseAddr(s.Spec.ClusterIP)
-	if err != nil || !addr.Is4() {
+// https port, the path every pod's API calls take through kube-proxy. h2
+// is how it is pinged (Config.APIServerHTTP2).
+func apiServerPeer(s *corev1.Service, h2 HTTP2) (Peer, bool) {
+	addr, ok := clusterIPv4(s)
+	if !ok {
 		return Peer{}, false
 	}
 	port := uint16(443)
@@ -120,16 +121,20 @@ func apiServerPeer(s *corev1.Service) (Peer, bool) {
 			port = uint16(p.Port)
 		}
 	}
-	return Peer{Name: s.Namespace + "/" + s.Name, Class: ClassLB, Addr: addr, Port: port}, true
+	return Peer{Name: s.Namespace + "/" + s.Name, Class: ClassLB, Addr: addr, Port: port, HTTP2: h2}, true
 }
 
-// lbPeers are the IPv4 ingress IPs of a LoadBalancer Service annotated
-// prober.netprober.io/probe: "true", each on the Service's first TCP port.
-// Hostname-only ingresses (some clouds) have no IP to probe and are left
-// out.
-func lbPeers(s *corev1.Service) []Peer {
-	if s.Spec.Type != corev1.ServiceTypeLoadBalancer || s.Annotations[ProbeAnnotation] != "true" {
-		return nil
+// servicePeers are the lb peers of a Service annotated
+// prober.netprober.io/probe: "true", of any type, each on the Service's
+// first TCP port: its IPv4 ClusterIP, named namespace/name (a headless or
+// ExternalName Service has none), and the IPv4 ingress IPs of a
+// LoadBalancer, named namespace/name@IP (hostname-only ingresses, as some
+// clouds give, have no IP to probe). badHTTP2 is the value of an
+// unusable prober.netprober.io/http2 annotation, which leaves the Service
+// unpinged.
+func servicePeers(s *corev1.Service) (out []Peer, badHTTP2 string) {
+	if s.Annotations[ProbeAnnotation] != "true" {
+		return nil, ""
 	}
 	var port uint16
 	for _, p := range s.Spec.Ports {
@@ -139,15 +144,49 @@ func lbPeers(s *corev1.Service) []Peer {
 		}
 	}
 	if port == 0 {
-		return nil
+		return nil, ""
 	}
-	var out []Peer
-	for _, in := range s.Status.LoadBalancer.Ingress {
-		addr, err := netip.ParseAddr(in.IP)
-		if err != nil || !addr.Is4() {
-			continue
+	h2 := HTTP2{Mode: HTTP2None}
+	switch v := s.Annotations[HTTP2Annotation]; v {
+	case "", HTTP2None:
+	case HTTP2H2C:
+		h2.Mode = HTTP2H2C
+	case HTTP2TLS:
+		// TLS to a Service whose CA and name discovery cannot know:
+		// unverified. The agent sends nothing but the HTTP/2 preface,
+		// SETTINGS and PINGs, no request and no credential; a PING
+		// measures the established flow, not the server's identity.
+		h2 = HTTP2{Mode: HTTP2TLS, InsecureSkipVerify: true}
+	default:
+		badHTTP2 = v
+	}
+	name := s.Namespace + "/" + s.Name
+	if addr, ok := clusterIPv4(s); ok {
+		out = append(out, Peer{Name: name, Class: ClassLB, Addr: addr, Port: port, HTTP2: h2})
+	}
+	if s.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		for _, in := range s.Status.LoadBalancer.Ingress {
+			addr, err := netip.ParseAddr(in.IP)
+			if err != nil || !addr.Is4() {
+				continue
+			}
+			out = append(out, Peer{Name: name + "@" + addr.String(), Class: ClassLB, Addr: addr, Port: port, HTTP2: h2})
 		}
-		out = append(out, Peer{Name: s.Namespace + "/" + s.Name + "@" + addr.String(), Class: ClassLB, Addr: addr, Port: port})
 	}
-	return out
+	return out, badHTTP2
+}
+
+// clusterIPv4 is the Service's IPv4 cluster IP (the first, on a
+// dual-stack Service); none for a headless ("None") or ExternalName one.
+func clusterIPv4(s *corev1.Service) (netip.Addr, bool) {
+	ips := s.Spec.ClusterIPs
+	if len(ips) == 0 {
+		ips = []string{s.Spec.ClusterIP}
+	}
+	for _, ip := range ips {
+		if a, err := netip.ParseAddr(ip); err == nil && a.Is4() {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
 }

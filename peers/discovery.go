@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	listersv1 "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -33,6 +35,18 @@ type Config struct {
 	// APIServerLB is the external API server address kubelets use, if
 	// any; it becomes the lb peer "apiserver-lb".
 	APIServerLB netip.AddrPort
+	// APIServerHTTP2 has http2_ping reach the kubernetes Service and
+	// apiserver-lb over TLS, verified with APIServerCAFile and the name
+	// kubernetes.default.svc; without it their HTTP/2 mode is none. Node
+	// agents set it: each then holds one connection to the API server
+	// through them, as its node's kubelet does (seed 001).
+	APIServerHTTP2 bool
+	// APIServerCAFile holds the PEM CAs that verify the API server.
+	APIServerCAFile string
+	// AgentsOnly watches Nodes and agent Pods only, for the matrix, which
+	// pulls the agents and probes nothing: no Service, no EndpointSlice,
+	// no lb peer.
+	AgentsOnly bool
 	// Settle is how long a change waits for more before a snapshot is
 	// built, so 100 Nodes joining give one snapshot, not 100. Default 1s.
 	Settle time.Duration
@@ -50,6 +64,7 @@ type Discovery struct {
 	cfg     Config
 	log     *slog.Logger
 	changed chan struct{}
+	warned  map[string]string // Service key -> bad http2 annotation already logged
 }
 
 // New checks cfg; nothing talks to the API server before Run.
@@ -76,18 +91,25 @@ func New(client kubernetes.Interface, cfg Config, logger *slog.Logger) (*Discove
 	if cfg.Settle <= 0 {
 		cfg.Settle = DefaultSettle
 	}
-	return &Discovery{client: client, cfg: cfg, log: logger, changed: make(chan struct{}, 1)}, nil
+	return &Discovery{client: client, cfg: cfg, log: logger, changed: make(chan struct{}, 1), warned: map[string]string{}}, nil
 }
 
 // listers are the caches a snapshot is built from.
 type listers struct {
-	nodes     listersv1.NodeLister
-	nodePods  listersv1.PodLister // the node DaemonSet's pods
-	podPods   listersv1.PodLister // the pod DaemonSet's pods
-	services  listersv1.ServiceLister
+	nodes    listersv1.NodeLister
+	nodePods listersv1.PodLister     // the node DaemonSet's pods
+	podPods  listersv1.PodLister     // the pod DaemonSet's pods
+	services listersv1.ServiceLister // nil with AgentsOnly
+	// slices holds the probed Services' EndpointSlices (sliceWatch); nil
+	// before they are watched.
+	slices    discoverylisters.EndpointSliceLister
 	rackLabel string
 	port      uint16
 	lb        netip.AddrPort
+	apiHTTP2  HTTP2 // the kubernetes Service's and apiserver-lb's
+	// badHTTP2 is told of an opted-in Service's unusable http2
+	// annotation (key namespace/name); nil: nobody is.
+	badHTTP2 func(key, value string)
 }
 
 // Run starts the informers, waits for their caches, then calls emit with
@@ -96,7 +118,8 @@ type listers struct {
 // before the caches sync, and nil on cancel afterwards.
 func (d *Discovery) Run(ctx context.Context, emit func([]Peer)) error {
 	ctx, cancel := context.WithCancel(ctx)
-	opts := []informers.SharedInformerOption{informers.WithTransform(transform(d.cfg.RackLabel))}
+	tr := transform(d.cfg.RackLabel)
+	opts := []informers.SharedInformerOption{informers.WithTransform(tr)}
 	cluster := informers.NewSharedInformerFactoryWithOptions(d.client, 0, opts...)
 	// Shutdown waits for the informers' goroutines, which end when ctx is
 	// cancelled: the deferred cancel runs first.
@@ -110,20 +133,31 @@ func (d *Discovery) Run(ctx context.Context, emit func([]Peer)) error {
 	defer nodeAgents.Shutdown()
 	podAgents := podFactory(d.cfg.PodAgentSelector)
 	defer podAgents.Shutdown()
+	sw := &sliceWatch{client: d.client, transform: tr, handler: d.handler(), signal: d.signal}
+	defer sw.stop()
 	defer cancel()
 
 	nodes := cluster.Core().V1().Nodes()
-	services := cluster.Core().V1().Services()
 	nodePods := nodeAgents.Core().V1().Pods()
 	podPods := podAgents.Core().V1().Pods()
-	for _, inf := range []cache.SharedIndexInformer{nodes.Informer(), services.Informer(), nodePods.Informer(), podPods.Informer()} {
+	watched := []cache.SharedIndexInformer{nodes.Informer(), nodePods.Informer(), podPods.Informer()}
+	l := listers{
+		nodes: nodes.Lister(), nodePods: nodePods.Lister(), podPods: podPods.Lister(),
+		rackLabel: d.cfg.RackLabel, port: d.cfg.AgentPort, lb: d.cfg.APIServerLB,
+		apiHTTP2: HTTP2{Mode: HTTP2None}, badHTTP2: d.warnHTTP2,
+	}
+	if d.cfg.APIServerHTTP2 {
+		l.apiHTTP2 = HTTP2{Mode: HTTP2TLS, CAFile: d.cfg.APIServerCAFile, ServerName: APIServerName}
+	}
+	if !d.cfg.AgentsOnly {
+		services := cluster.Core().V1().Services()
+		watched = append(watched, services.Informer())
+		l.services = services.Lister()
+	}
+	for _, inf := range watched {
 		if _, err := inf.AddEventHandler(d.handler()); err != nil {
 			return fmt.Errorf("peers: add event handler: %w", err)
 		}
-	}
-	l := listers{
-		nodes: nodes.Lister(), nodePods: nodePods.Lister(), podPods: podPods.Lister(), services: services.Lister(),
-		rackLabel: d.cfg.RackLabel, port: d.cfg.AgentPort, lb: d.cfg.APIServerLB,
 	}
 	for _, f := range []informers.SharedInformerFactory{cluster, nodeAgents, podAgents} {
 		f.Start(ctx.Done())
@@ -136,12 +170,30 @@ func (d *Discovery) Run(ctx context.Context, emit func([]Peer)) error {
 			}
 		}
 	}
+	// The probed Services are known now: watch their EndpointSlices, so
+	// that the first snapshot has the backends.
+	if err := sw.follow(ctx, serviceNames(l.probedServices())); err != nil {
+		return err
+	}
+	if err := sw.waitSynced(ctx); err != nil {
+		return err
+	}
 	d.log.Info("discovery synced", "duration_seconds", time.Since(start).Seconds())
 	select { // the adds of the initial lists are in the first snapshot
 	case <-d.changed:
 	default:
 	}
-	last := l.snapshot()
+	build := func() []Peer {
+		// Follow the set of probed Services first: a Service opted in
+		// gets its backends once the replacement informer has synced,
+		// which signals another snapshot.
+		if err := sw.follow(ctx, serviceNames(l.probedServices())); err != nil {
+			d.log.Warn("endpointslices", "err", err)
+		}
+		l.slices = sw.lister()
+		return l.snapshot()
+	}
+	last := build()
 	d.log.Info("peers", "count", len(last))
 	emit(last)
 	timer := time.NewTimer(0)
@@ -163,7 +215,7 @@ func (d *Discovery) Run(ctx context.Context, emit func([]Peer)) error {
 		case <-d.changed:
 		default:
 		}
-		snap := l.snapshot()
+		snap := build()
 		if equalSnapshots(snap, last) {
 			continue
 		}
@@ -171,6 +223,17 @@ func (d *Discovery) Run(ctx context.Context, emit func([]Peer)) error {
 		last = snap
 		emit(snap)
 	}
+}
+
+// warnHTTP2 logs an opted-in Service's unusable http2 annotation once per
+// value, not at every snapshot.
+func (d *Discovery) warnHTTP2(key, value string) {
+	if d.warned[key] == value {
+		return
+	}
+	d.warned[key] = value
+	d.log.Warn("service not pinged over http2: annotation not one of h2c, tls, none",
+		"service", key, "annotation", HTTP2Annotation, "value", value)
 }
 
 // handler only signals; the work happens in Run's loop, coalesced. A
@@ -226,19 +289,78 @@ func (l *listers) snapshot() []Peer {
 			out = append(out, p)
 		}
 	}
+	if l.services == nil {
+		sortPeers(out)
+		return out
+	}
+	// Backends: the node and pod peers by address (a node's InternalIP,
+	// an agent pod's IP), named as agents name their targets.
+	byAddr := make(map[netip.Addr]string, len(out))
+	for _, p := range out {
+		if _, dup := byAddr[p.Addr]; !dup {
+			byAddr[p.Addr] = p.Name
+		}
+	}
+	var apiBackends []string
 	services, _ := l.services.List(everything)
 	for _, s := range services {
-		if s.Namespace == metav1.NamespaceDefault && s.Name == "kubernetes" {
-			if p, ok := apiServerPeer(s); ok {
+		if isAPIServerService(s) {
+			if p, ok := apiServerPeer(s, l.apiHTTP2); ok {
+				apiBackends = backends(l.slices, s.Namespace, s.Name, byAddr)
+				p.Backends = apiBackends
 				out = append(out, p)
 			}
 			continue
 		}
-		out = append(out, lbPeers(s)...)
+		ps, bad := servicePeers(s)
+		if bad != "" && l.badHTTP2 != nil {
+			l.badHTTP2(s.Namespace+"/"+s.Name, bad)
+		}
+		if len(ps) == 0 {
+			continue
+		}
+		bs := backends(l.slices, s.Namespace, s.Name, byAddr)
+		for _, p := range ps {
+			p.Backends = bs
+			out = append(out, p)
+		}
 	}
 	if l.lb.IsValid() {
-		out = append(out, Peer{Name: APIServerLBName, Class: ClassLB, Addr: l.lb.Addr(), Port: l.lb.Port()})
+		// The external address kubelets use fronts the same API servers
+		// that the kubernetes Service's endpoints are (each API server
+		// publishes its own address there).
+		out = append(out, Peer{Name: APIServerLBName, Class: ClassLB, Addr: l.lb.Addr(), Port: l.lb.Port(),
+			Backends: apiBackends, HTTP2: l.apiHTTP2})
 	}
 	sortPeers(out)
 	return out
+}
+
+// probedServices are the keys (namespace/name) of the Services that give
+// lb peers: the kubernetes Service and the opted-in ones. Their
+// EndpointSlices are the only ones watched.
+func (l *listers) probedServices() []string {
+	if l.services == nil {
+		return nil
+	}
+	services, _ := l.services.List(labels.Everything())
+	var out []string
+	for _, s := range services {
+		ok := false
+		if isAPIServerService(s) {
+			_, ok = apiServerPeer(s, HTTP2{})
+		} else {
+			ps, _ := servicePeers(s)
+			ok = len(ps) > 0
+		}
+		if ok {
+			out = append(out, s.Namespace+"/"+s.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func isAPIServerService(s *corev1.Service) bool {
+	return s.Namespace == metav1.NamespaceDefault && s.Name == "kubernetes"
 }

@@ -1,7 +1,8 @@
 // Package peers discovers what an agent probes: in a cluster, the Nodes,
 // the prober agent Pods of both DaemonSets and the load balancers (the
-// API server's endpoints and opted-in LoadBalancer Services), watched
-// through client-go shared informers.
+// kubernetes Service, the API server's external address and opted-in
+// Services) with their backends among those peers (from the probed
+// Services' EndpointSlices), watched through client-go shared informers.
 //
 // It is the only package of prober that imports k8s.io/*. Discovery never
 // polls: after one list per resource it follows watches, so an agent's load

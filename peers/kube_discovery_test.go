@@ -198,8 +198,8 @@ func parallel(n, workers int, f func(i int) error) error {
 }
 
 // requests sums the API server's own apiserver_request_total for the given
-// verb over nodes, pods and services (the resources discovery reads).
-func requests(t *testing.T, s *peerstest.Server, verb string) float64 {
+// verb over the given resources.
+func requests(t *testing.T, s *peerstest.Server, verb string, resources []string) float64 {
 	t.Helper()
 	body, err := s.Get("/metrics")
 	if err != nil {
@@ -210,7 +210,7 @@ func requests(t *testing.T, s *peerstest.Server, verb string) float64 {
 		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `verb="`+verb+`"`) {
 			continue
 		}
-		if !strings.Contains(line, `resource="nodes"`) && !strings.Contains(line, `resource="pods"`) && !strings.Contains(line, `resource="services"`) {
+		if !slices.ContainsFunc(resources, func(r string) bool { return strings.Contains(line, `resource="`+r+`"`) }) {
 			continue
 		}
 		if strings.Contains(line, `subresource="status"`) {
@@ -225,8 +225,17 @@ func requests(t *testing.T, s *peerstest.Server, verb string) float64 {
 	return sum
 }
 
-// watches is the API server's count of open WATCH requests on nodes, pods
-// and services.
+// discoveryResources are the resources discovery lists and watches.
+// Discovery GETs nothing; the API server's own endpoint reconciler GETs
+// the kubernetes Service's EndpointSlice every 10 s, so GETs are counted
+// on the others only.
+var (
+	discoveryResources = []string{"nodes", "pods", "services", "endpointslices"}
+	getResources       = discoveryResources[:3]
+)
+
+// watches is the API server's count of open WATCH requests on the
+// resources discovery reads.
 func watches(t *testing.T, s *peerstest.Server) float64 {
 	t.Helper()
 	body, err := s.Get("/metrics")
@@ -236,7 +245,7 @@ func watches(t *testing.T, s *peerstest.Server) float64 {
 	var sum float64
 	for _, line := range strings.Split(body, "\n") {
 		if strings.HasPrefix(line, "apiserver_longrunning_requests{") && strings.Contains(line, `verb="WATCH"`) &&
-			(strings.Contains(line, `resource="nodes"`) || strings.Contains(line, `resource="pods"`) || strings.Contains(line, `resource="services"`)) {
+			slices.ContainsFunc(discoveryResources, func(r string) bool { return strings.Contains(line, `resource="`+r+`"`) }) {
 			v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
 			sum += v
 		}
@@ -366,19 +375,19 @@ func TestKubeDiscovery(t *testing.T) {
 	// Quiet: discovery running, the test creating nothing. Its load is
 	// its open watches; no list, get or new watch reaches the server.
 	time.Sleep(time.Second) // let the last status writes' echoes settle
-	lists, gets, watchReqs := requests(t, s, "LIST"), requests(t, s, "GET"), requests(t, s, "WATCH")
+	lists, gets, watchReqs := requests(t, s, "LIST", discoveryResources), requests(t, s, "GET", getResources), requests(t, s, "WATCH", discoveryResources)
 	open := watches(t, s)
 	w.mu.Lock()
 	snaps := w.count
 	w.mu.Unlock()
 	time.Sleep(15 * time.Second)
-	dl, dg, dw := requests(t, s, "LIST")-lists, requests(t, s, "GET")-gets, requests(t, s, "WATCH")-watchReqs
-	t.Logf("quiet 15s: +%g LIST, +%g GET, +%g WATCH on nodes/pods/services; %g watches open", dl, dg, dw, open)
+	dl, dg, dw := requests(t, s, "LIST", discoveryResources)-lists, requests(t, s, "GET", getResources)-gets, requests(t, s, "WATCH", discoveryResources)-watchReqs
+	t.Logf("quiet 15s: +%g LIST, +%g WATCH on nodes/pods/services/endpointslices, +%g GET on nodes/pods/services; %g watches open", dl, dw, dg, open)
 	if dl != 0 || dg != 0 || dw != 0 {
 		t.Errorf("discovery polled: +%g LIST, +%g GET, +%g WATCH in 15 quiet seconds; want 0", dl, dg, dw)
 	}
-	if open < 4 {
-		t.Errorf("%g open watches on nodes/pods/services, want discovery's 4", open)
+	if open < 5 {
+		t.Errorf("%g open watches on nodes/pods/services/endpointslices, want discovery's 5", open)
 	}
 	w.mu.Lock()
 	if w.count != snaps {

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 // Classes of peer, as in config.ClassNode and friends.
@@ -30,17 +32,45 @@ const (
 const (
 	// ZoneLabel is the Node label holding its zone.
 	ZoneLabel = "topology.kubernetes.io/zone"
-	// ProbeAnnotation opts a Service of type LoadBalancer in: its ingress
-	// IPs become lb peers when the value is "true".
+	// ProbeAnnotation opts a Service in when its value is "true": its
+	// IPv4 ClusterIP, and the ingress IPs of a LoadBalancer, become lb
+	// peers.
 	ProbeAnnotation = "prober.netprober.io/probe"
+	// HTTP2Annotation says how an opted-in Service speaks HTTP/2, for
+	// http2_ping: "h2c" or "tls". Without it the Service is not pinged:
+	// discovery cannot know what an arbitrary Service speaks.
+	HTTP2Annotation = "prober.netprober.io/http2"
+	// ServiceNameLabel is the EndpointSlice label naming its Service.
+	ServiceNameLabel = discoveryv1.LabelServiceName
+	// APIServerName is the name the API server's certificate carries for
+	// in-cluster clients, the kubernetes Service's DNS name.
+	APIServerName = "kubernetes.default.svc"
 )
+
+// HTTP/2 modes of a peer, as config.HTTP2H2C and friends.
+const (
+	HTTP2H2C  = "h2c"
+	HTTP2TLS  = "tls"
+	HTTP2None = "none"
+)
+
+// HTTP2 is how http2_ping reaches a peer. The zero value (node and pod
+// peers) is the agents' default for the class: h2c, as agents serve.
+type HTTP2 struct {
+	Mode       string // "", h2c, tls or none
+	CAFile     string // PEM CAs verifying a tls peer; empty: the system pool
+	ServerName string // the name its certificate must carry
+	// InsecureSkipVerify: an opted-in Service's certificate, whose CA and
+	// name discovery cannot know, is not verified.
+	InsecureSkipVerify bool
+}
 
 // Peer is one endpoint an agent may probe.
 type Peer struct {
 	// Name is unique within a snapshot: the node name, the pod name, or
-	// namespace/name for the kubernetes Service, namespace/name@IP for a
-	// LoadBalancer ingress IP, and "apiserver-lb" for the configured
-	// external API server address.
+	// namespace/name for a Service's ClusterIP (the kubernetes Service's
+	// and opted-in ones), namespace/name@IP for a LoadBalancer ingress IP,
+	// and "apiserver-lb" for the configured external API server address.
 	Name  string
 	Class string // node | pod | lb
 	Addr  netip.Addr
@@ -56,6 +86,12 @@ type Peer struct {
 	// node DaemonSet is on it, and on every pod peer: the peers whose
 	// observations the matrix can fetch.
 	Agent bool
+	// Backends are, for an lb peer, the names of the node and pod peers
+	// that serve it: its Service's ready endpoints that are peers, sorted.
+	// Endpoints that are no peer are left out.
+	Backends []string
+	// HTTP2 is how http2_ping reaches the peer.
+	HTTP2 HTTP2
 }
 
 func (p Peer) String() string {
@@ -65,7 +101,8 @@ func (p Peer) String() string {
 // Equal reports whether p and q are the same in every field.
 func (p Peer) Equal(q Peer) bool {
 	return p.Name == q.Name && p.Class == q.Class && p.Addr == q.Addr && p.Port == q.Port &&
-		p.Unschedulable == q.Unschedulable && p.Agent == q.Agent && maps.Equal(p.Labels, q.Labels)
+		p.Unschedulable == q.Unschedulable && p.Agent == q.Agent && maps.Equal(p.Labels, q.Labels) &&
+		slices.Equal(p.Backends, q.Backends) && p.HTTP2 == q.HTTP2
 }
 
 // sortPeers orders peers by class (node, pod, lb) then name, so equal

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
@@ -96,6 +97,47 @@ func loadBalancer(ips ...string) func(*corev1.Service) {
 	}
 }
 
+// clusterIP gives a Service its (IPv4) ClusterIP.
+func clusterIP(ip string) func(*corev1.Service) {
+	return func(s *corev1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = ip, []string{ip} }
+}
+
+// annotated opts a Service in, with an http2 annotation unless h2 is "".
+func annotated(h2 string) func(*corev1.Service) {
+	return func(s *corev1.Service) {
+		s.Annotations = map[string]string{ProbeAnnotation: "true"}
+		if h2 != "" {
+			s.Annotations[HTTP2Annotation] = h2
+		}
+	}
+}
+
+// slice is an IPv4 EndpointSlice of the Service ns/svc.
+func slice(ns, svc, name string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, ResourceVersion: "1",
+			Labels: map[string]string{ServiceNameLabel: svc, "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Port: ptr(int32(8443))}},
+		Endpoints:   eps,
+	}
+}
+
+// ep is an endpoint at ip; ready, serving and terminating are "y", "n" or
+// "" (unset), in that order.
+func ep(ip, ready, serving, terminating string) discoveryv1.Endpoint {
+	b := func(v string) *bool {
+		if v == "" {
+			return nil
+		}
+		return ptr(v == "y")
+	}
+	return discoveryv1.Endpoint{Addresses: []string{ip}, NodeName: ptr("n1"),
+		Conditions: discoveryv1.EndpointConditions{Ready: b(ready), Serving: b(serving), Terminating: b(terminating)}}
+}
+
+func ptr[T any](v T) *T { return &v }
+
 func deleting[T metav1.Object](o T) {
 	now := metav1.Now()
 	o.SetDeletionTimestamp(&now)
@@ -116,6 +158,7 @@ func testListers(t *testing.T, objs ...runtime.Object) *listers {
 	f := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
 	nodes := f.Core().V1().Nodes()
 	services := f.Core().V1().Services()
+	eslices := f.Discovery().V1().EndpointSlices()
 	nodePods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	podPods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	tr := transform(testRack)
@@ -130,6 +173,8 @@ func testListers(t *testing.T, objs ...runtime.Object) *listers {
 			idx = nodes.Informer().GetIndexer()
 		case *corev1.Service:
 			idx = services.Informer().GetIndexer()
+		case *discoveryv1.EndpointSlice:
+			idx = eslices.Informer().GetIndexer()
 		case *corev1.Pod:
 			idx = podPods
 			if o.Labels["app.kubernetes.io/component"] == "node" {
@@ -141,9 +186,9 @@ func testListers(t *testing.T, objs ...runtime.Object) *listers {
 		}
 	}
 	return &listers{
-		nodes: nodes.Lister(), services: services.Lister(),
+		nodes: nodes.Lister(), services: services.Lister(), slices: eslices.Lister(),
 		nodePods: listersv1.NewPodLister(nodePods), podPods: listersv1.NewPodLister(podPods),
-		rackLabel: testRack, port: testPort,
+		rackLabel: testRack, port: testPort, apiHTTP2: HTTP2{Mode: HTTP2None},
 	}
 }
 
@@ -170,18 +215,56 @@ func TestSnapshot(t *testing.T) {
 		agentPod("prober-pod-pending", "pod", "n2", "", false, func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }),
 		agentPod("prober-pod-succeeded", "pod", "n2", "198.51.100.15", true, func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
 		agentPod("prober-pod-unknown-node", "pod", "gone", "198.51.100.16", true),
-		service("default", "kubernetes", func(s *corev1.Service) { s.Spec.ClusterIP = "198.51.100.1" }),
-		service("web", "front", loadBalancer("203.0.113.7", "203.0.113.8")),
+		service("default", "kubernetes", clusterIP("198.51.100.1")),
+		// A LoadBalancer: its ClusterIP and its ingress IPs.
+		service("web", "front", loadBalancer("203.0.113.7", "203.0.113.8"), clusterIP("198.51.100.30")),
 		service("web", "hostname-only", loadBalancer(), func(s *corev1.Service) {
 			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: "lb.example.com"}}
 		}),
-		service("web", "not-annotated", loadBalancer("203.0.113.9"), func(s *corev1.Service) { s.Annotations = nil }),
+		service("web", "not-annotated", loadBalancer("203.0.113.9"), clusterIP("198.51.100.31"), func(s *corev1.Service) { s.Annotations = nil }),
 		service("web", "annotated-false", loadBalancer("203.0.113.10"), func(s *corev1.Service) { s.Annotations[ProbeAnnotation] = "false" }),
-		service("web", "cluster-ip", func(s *corev1.Service) { s.Spec.ClusterIP = "198.51.100.20" }),
+		service("web", "cluster-ip", clusterIP("198.51.100.20")),
+		// Opted-in Services of every type: a ClusterIP one pinged over
+		// h2c, a NodePort one, a dual-stack one (its IPv4 address); none
+		// for a headless, an ExternalName or a UDP-only one; an unusable
+		// http2 annotation leaves the Service unpinged.
+		service("web", "api", clusterIP("198.51.100.21"), annotated("h2c")),
+		service("web", "np", clusterIP("198.51.100.22"), annotated("tls"), func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort }),
+		service("web", "dual", annotated(""), func(s *corev1.Service) {
+			s.Spec.ClusterIP, s.Spec.ClusterIPs = "2001:db8::22", []string{"2001:db8::22", "198.51.100.23"}
+		}),
+		service("web", "headless", clusterIP("None"), annotated("h2c")),
+		service("web", "external", annotated(""), func(s *corev1.Service) {
+			s.Spec.Type, s.Spec.ExternalName = corev1.ServiceTypeExternalName, "db.example.com"
+		}),
+		service("web", "udp", clusterIP("198.51.100.24"), annotated(""), func(s *corev1.Service) {
+			s.Spec.Ports = []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}
+		}),
+		service("web", "bad-h2", clusterIP("198.51.100.25"), annotated("HTTP2")),
+		// Endpoints: the API server on n1 and an address that is no peer;
+		// web/api's ready agent pod, a NotReady one, a terminating node
+		// (still serving, readiness unset), a node of unknown readiness (ready), an address
+		// that is no peer, and an IPv6 slice; a Service of the same name
+		// in another namespace does not count; web/front on n2.
+		slice("default", "kubernetes", "kubernetes", ep("192.0.2.1", "y", "y", ""), ep("203.0.113.60", "y", "y", "")),
+		slice("web", "api", "api-1", ep("198.51.100.11", "y", "y", "n"), ep("198.51.100.12", "n", "n", "n"),
+			ep("192.0.2.2", "", "y", "y"), ep("192.0.2.3", "", "", ""), ep("203.0.113.50", "y", "y", "")),
+		func() *discoveryv1.EndpointSlice {
+			s := slice("web", "api", "api-v6", ep("2001:db8::5", "y", "y", ""))
+			s.AddressType = discoveryv1.AddressTypeIPv6
+			return s
+		}(),
+		slice("other", "api", "api-x", ep("192.0.2.7", "y", "y", "")),
+		slice("web", "front", "front-1", ep("192.0.2.2", "y", "y", "")),
 	}
 	l := testListers(t, objs...)
 	l.lb = netip.MustParseAddrPort("203.0.113.1:6443")
+	api := HTTP2{Mode: HTTP2TLS, CAFile: "/ca.crt", ServerName: APIServerName}
+	l.apiHTTP2 = api
+	var bad []string
+	l.badHTTP2 = func(key, value string) { bad = append(bad, key+"="+value) }
 	got := l.snapshot()
+	none := HTTP2{Mode: HTTP2None}
 	want := []Peer{
 		{Name: "cordoned", Class: ClassNode, Addr: netip.MustParseAddr("192.0.2.3"), Port: testPort, Unschedulable: true,
 			Labels: map[string]string{LabelNode: "cordoned", LabelZone: "z1", LabelRack: "r1"}},
@@ -197,10 +280,17 @@ func TestSnapshot(t *testing.T) {
 			Labels: map[string]string{LabelNode: "n2", LabelZone: "z1", LabelRack: "r1"}},
 		{Name: "prober-pod-unknown-node", Class: ClassPod, Addr: netip.MustParseAddr("198.51.100.16"), Port: testPort, Agent: true,
 			Labels: map[string]string{LabelNode: "gone"}},
-		{Name: APIServerLBName, Class: ClassLB, Addr: netip.MustParseAddr("203.0.113.1"), Port: 6443},
-		{Name: "default/kubernetes", Class: ClassLB, Addr: netip.MustParseAddr("198.51.100.1"), Port: 443},
-		{Name: "web/front@203.0.113.7", Class: ClassLB, Addr: netip.MustParseAddr("203.0.113.7"), Port: 8443},
-		{Name: "web/front@203.0.113.8", Class: ClassLB, Addr: netip.MustParseAddr("203.0.113.8"), Port: 8443},
+		{Name: APIServerLBName, Class: ClassLB, Addr: netip.MustParseAddr("203.0.113.1"), Port: 6443, Backends: []string{"n1"}, HTTP2: api},
+		{Name: "default/kubernetes", Class: ClassLB, Addr: netip.MustParseAddr("198.51.100.1"), Port: 443, Backends: []string{"n1"}, HTTP2: api},
+		{Name: "web/api", Class: ClassLB, Addr: netip.MustParseAddr("198.51.100.21"), Port: 443,
+			Backends: []string{"cordoned", "prober-pod-a"}, HTTP2: HTTP2{Mode: HTTP2H2C}},
+		{Name: "web/bad-h2", Class: ClassLB, Addr: netip.MustParseAddr("198.51.100.25"), Port: 443, HTTP2: none},
+		{Name: "web/dual", Class: ClassLB, Addr: netip.MustParseAddr("198.51.100.23"), Port: 443, HTTP2: none},
+		{Name: "web/front", Class: ClassLB, Addr: netip.MustParseAddr("198.51.100.30"), Port: 8443, Backends: []string{"n2"}, HTTP2: none},
+		{Name: "web/front@203.0.113.7", Class: ClassLB, Addr: netip.MustParseAddr("203.0.113.7"), Port: 8443, Backends: []string{"n2"}, HTTP2: none},
+		{Name: "web/front@203.0.113.8", Class: ClassLB, Addr: netip.MustParseAddr("203.0.113.8"), Port: 8443, Backends: []string{"n2"}, HTTP2: none},
+		{Name: "web/np", Class: ClassLB, Addr: netip.MustParseAddr("198.51.100.22"), Port: 443,
+			HTTP2: HTTP2{Mode: HTTP2TLS, InsecureSkipVerify: true}},
 	}
 	if !equalSnapshots(got, want) {
 		t.Errorf("snapshot:\n got %v\nwant %v", got, want)
@@ -210,6 +300,17 @@ func TestSnapshot(t *testing.T) {
 				break
 			}
 		}
+	}
+	if !slices.Equal(bad, []string{"web/bad-h2=HTTP2"}) {
+		t.Errorf("unusable http2 annotations reported: %v, want web/bad-h2=HTTP2", bad)
+	}
+	// The Services whose EndpointSlices are watched: those giving peers.
+	keys := l.probedServices()
+	if want := []string{"default/kubernetes", "web/api", "web/bad-h2", "web/dual", "web/front", "web/np"}; !slices.Equal(keys, want) {
+		t.Errorf("probed Services %v, want %v", keys, want)
+	}
+	if got, want := serviceNames(append(keys, "other/api")), []string{"api", "bad-h2", "dual", "front", "kubernetes", "np"}; !slices.Equal(got, want) {
+		t.Errorf("selected Service names %v, want %v", got, want)
 	}
 	// Deterministic: the same caches give the same snapshot.
 	if again := l.snapshot(); !equalSnapshots(got, again) {
@@ -237,9 +338,18 @@ func TestTransformKeepsOnlyWhatIsRead(t *testing.T) {
 	if sp := p.(*corev1.Pod); sp.Labels != nil || sp.Spec.Containers != nil || sp.Status.PodIP == "" {
 		t.Errorf("slim pod: %+v", sp)
 	}
-	s, _ := slim(service("web", "front", loadBalancer("203.0.113.7")))
-	if ss := s.(*corev1.Service); len(ss.Annotations) != 1 || len(ss.Status.LoadBalancer.Ingress) != 1 {
+	s, _ := slim(service("web", "front", loadBalancer("203.0.113.7"), clusterIP("198.51.100.30"), func(s *corev1.Service) {
+		s.Annotations[HTTP2Annotation] = "h2c"
+	}))
+	if ss := s.(*corev1.Service); len(ss.Annotations) != 2 || ss.Annotations[HTTP2Annotation] != "h2c" ||
+		len(ss.Status.LoadBalancer.Ingress) != 1 || len(ss.Spec.ClusterIPs) != 1 {
 		t.Errorf("slim service: %+v", ss)
+	}
+	e, _ := slim(slice("web", "front", "front-1", ep("192.0.2.2", "y", "y", "n")))
+	if se := e.(*discoveryv1.EndpointSlice); len(se.Labels) != 1 || se.Labels[ServiceNameLabel] != "front" || se.Ports != nil ||
+		se.AddressType != discoveryv1.AddressTypeIPv4 || len(se.Endpoints) != 1 || se.Endpoints[0].NodeName != nil ||
+		se.Endpoints[0].Addresses[0] != "192.0.2.2" || !*se.Endpoints[0].Conditions.Ready || *se.Endpoints[0].Conditions.Terminating {
+		t.Errorf("slim endpointslice kept too much or too little: %+v", se)
 	}
 	tomb := cache.DeletedFinalStateUnknown{Key: "n1", Obj: n}
 	if got, _ := slim(tomb); got != any(tomb) {

@@ -2,6 +2,7 @@ package peers
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -20,6 +21,8 @@ func transform(rackLabel string) cache.TransformFunc {
 			return slimPod(o), nil
 		case *corev1.Service:
 			return slimService(o), nil
+		case *discoveryv1.EndpointSlice:
+			return slimSlice(o), nil
 		}
 		return obj, nil // cache.DeletedFinalStateUnknown and anything else
 	}
@@ -71,14 +74,37 @@ func slimPod(p *corev1.Pod) *corev1.Pod {
 
 func slimService(s *corev1.Service) *corev1.Service {
 	out := &corev1.Service{ObjectMeta: slimMeta(&s.ObjectMeta)}
-	if v, ok := s.Annotations[ProbeAnnotation]; ok {
-		out.Annotations = map[string]string{ProbeAnnotation: v}
+	for _, k := range []string{ProbeAnnotation, HTTP2Annotation} {
+		if v, ok := s.Annotations[k]; ok {
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			out.Annotations[k] = v
+		}
 	}
 	out.Spec.Type = s.Spec.Type
 	out.Spec.ClusterIP = s.Spec.ClusterIP
+	out.Spec.ClusterIPs = s.Spec.ClusterIPs
 	for _, p := range s.Spec.Ports {
 		out.Spec.Ports = append(out.Spec.Ports, corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port})
 	}
 	out.Status.LoadBalancer = s.Status.LoadBalancer
+	return out
+}
+
+// slimSlice keeps an EndpointSlice's Service label, address type, and its
+// endpoints' addresses and readiness: no ports, topology, hints or target
+// references.
+func slimSlice(e *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	out := &discoveryv1.EndpointSlice{ObjectMeta: slimMeta(&e.ObjectMeta), AddressType: e.AddressType}
+	if v, ok := e.Labels[ServiceNameLabel]; ok {
+		out.Labels = map[string]string{ServiceNameLabel: v}
+	}
+	out.Endpoints = make([]discoveryv1.Endpoint, len(e.Endpoints))
+	for i, ep := range e.Endpoints {
+		c := ep.Conditions
+		out.Endpoints[i] = discoveryv1.Endpoint{Addresses: ep.Addresses,
+			Conditions: discoveryv1.EndpointConditions{Ready: c.Ready, Serving: c.Serving, Terminating: c.Terminating}}
+	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
+	"slices"
 
 	"golang.org/x/sync/errgroup"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/peers"
 	"github.com/netprober/prober/plan"
+	"github.com/netprober/prober/probe"
 )
 
 // newDiscovery prepares discovery: kubernetes, nil for static discovery.
@@ -46,11 +48,23 @@ func newDiscovery(cfg *config.Agent, getenv func(string) string, log *slog.Logge
 		cfg.Source = id.PodIP.String()
 	}
 	k := cfg.Kubernetes
+	pc := peersConfig(k)
+	// Node agents ping the API server over TLS through the kubernetes
+	// Service (and apiServerLB), one connection each, from where their
+	// node's kubelet holds its own (seed 001). Pod agents do not, so
+	// prober adds one connection per node to the API server, not two
+	// (seed 003); they probe those VIPs with tcp_syn.
+	if cfg.Class == config.ClassNode && slices.Contains(cfg.Probing.Protocols, probe.ProtocolHTTP2Ping) {
+		if err := k.CheckAPIServerCA(); err != nil {
+			return nil, err
+		}
+		pc.APIServerHTTP2, pc.APIServerCAFile = true, k.APIServerCA()
+	}
 	client, err := peers.NewClient(k.Kubeconfig, "prober-agent/"+agent.Version+" ("+cfg.Name+")")
 	if err != nil {
 		return nil, err
 	}
-	return peers.New(client, peersConfig(k), log)
+	return peers.New(client, pc, log)
 }
 
 // peersConfig is discovery's config from a kubernetes block.
@@ -162,7 +176,8 @@ func planTargets(self, class, node string, src netip.Addr, ps []peers.Peer, max 
 	out := make([]agent.Target, 0, min(max, len(chosen)))
 	for _, c := range chosen[:min(max, len(chosen))] {
 		p := byName[c.Name]
-		out = append(out, agent.Target{Name: p.Name, Addr: p.Addr, Class: p.Class, Port: p.Port, Labels: p.Labels})
+		out = append(out, agent.Target{Name: p.Name, Addr: p.Addr, Class: p.Class, Port: p.Port, Labels: p.Labels, Backends: p.Backends,
+			HTTP2: agent.HTTP2{Mode: p.HTTP2.Mode, CAFile: p.HTTP2.CAFile, ServerName: p.HTTP2.ServerName, InsecureSkipVerify: p.HTTP2.InsecureSkipVerify}})
 	}
 	return out
 }

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/netprober/prober/agent"
@@ -27,7 +29,9 @@ func TestPlanTargets(t *testing.T) {
 				peers.Peer{Name: fmt.Sprintf("p%d%d", r, n), Class: peers.ClassPod, Addr: netip.AddrFrom4([4]byte{198, 51, 100, byte(10*r + n)}), Port: 9808, Labels: labels, Agent: true})
 		}
 	}
-	ps = append(ps, peers.Peer{Name: "default/kubernetes", Class: peers.ClassLB, Addr: netip.MustParseAddr("203.0.113.1"), Port: 443})
+	api := peers.HTTP2{Mode: peers.HTTP2TLS, CAFile: "/ca.crt", ServerName: peers.APIServerName}
+	ps = append(ps, peers.Peer{Name: "default/kubernetes", Class: peers.ClassLB, Addr: netip.MustParseAddr("203.0.113.1"), Port: 443,
+		Backends: []string{"n11", "n21"}, HTTP2: api})
 	names := func(ts []agent.Target) []string {
 		var out []string
 		for _, tg := range ts {
@@ -53,6 +57,18 @@ func TestPlanTargets(t *testing.T) {
 	slices.Reverse(rev)
 	if got := names(planTargets("n12", "node", "n12", netip.MustParseAddr("192.0.2.12"), rev, 256)); !slices.Equal(got, node) {
 		t.Errorf("reordered snapshot: %v, want %v", got, node)
+	}
+	// An lb target carries its backends and how it is pinged; node
+	// targets the class default.
+	for _, tg := range planTargets("n12", "node", "n12", netip.MustParseAddr("192.0.2.12"), ps, 256) {
+		want := agent.HTTP2{}
+		var backends []string
+		if tg.Class == peers.ClassLB {
+			want, backends = agent.HTTP2{Mode: config.HTTP2TLS, CAFile: "/ca.crt", ServerName: peers.APIServerName}, []string{"n11", "n21"}
+		}
+		if tg.HTTP2 != want || !slices.Equal(tg.Backends, backends) {
+			t.Errorf("target %s: http2 %+v, backends %v; want %+v, %v", tg.Name, tg.HTTP2, tg.Backends, want, backends)
+		}
 	}
 	// Capped: the LB first.
 	if got := names(planTargets("n12", "node", "n12", netip.MustParseAddr("192.0.2.12"), ps, 2)); !slices.Equal(got, []string{"default/kubernetes", "n11"}) {
@@ -101,5 +117,39 @@ func TestNewDiscoveryIdentity(t *testing.T) {
 	}
 	if _, err := newDiscovery(cfg, func(string) string { return "" }, log); err == nil {
 		t.Error("missing downward API env accepted")
+	}
+}
+
+// TestNewDiscoveryAPIServerCA: a node agent that pings the API server
+// checks its CA at start, the ServiceAccount's by default; a pod agent,
+// which does not ping it, does not.
+func TestNewDiscoveryAPIServerCA(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"NODE_NAME": "n1", "POD_NAME": "prober-node-x", "POD_IP": "192.0.2.4"}
+	getenv := func(k string) string { return env[k] }
+	log := slog.New(slog.DiscardHandler)
+	parse := func(yaml string) *config.Agent {
+		t.Helper()
+		cfg, err := config.ParseAgent("agent.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	const base = "listen: 0.0.0.0:9808\ndiscovery: kubernetes\nprobing: {protocols: [tcp_syn, http2_ping]}\n"
+	if _, err := os.Stat(config.DefaultAPIServerCAFile); err != nil {
+		_, err := newDiscovery(parse("class: node\n"+base+"kubernetes: {kubeconfig: /nonexistent/kubeconfig}\n"), getenv, log)
+		if err == nil || !strings.Contains(err.Error(), "kubernetes.apiServerCAFile") {
+			t.Errorf("node agent without the ServiceAccount CA: %v, want kubernetes.apiServerCAFile named", err)
+		}
+	}
+	for _, yaml := range []string{
+		"class: node\n" + base + "kubernetes: {kubeconfig: /nonexistent/kubeconfig, apiServerCAFile: ../../config/testdata/tls/cert.pem}\n",
+		"class: pod\n" + base + "kubernetes: {kubeconfig: /nonexistent/kubeconfig}\n",
+	} {
+		_, err := newDiscovery(parse(yaml), getenv, log)
+		if err == nil || strings.Contains(err.Error(), "apiServerCAFile") || !strings.Contains(err.Error(), "kubeconfig") {
+			t.Errorf("%s: %v; want past the CA to the missing kubeconfig", yaml, err)
+		}
 	}
 }

@@ -3,10 +3,12 @@ package main
 import (
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/netprober/prober/config"
+	"github.com/netprober/prober/probe"
 )
 
 // TestDeployConfigs checks the agent and matrix configurations embedded in
@@ -33,6 +35,11 @@ func TestDeployConfigs(t *testing.T) {
 			var c *config.Agent
 			if c, err = config.ParseAgent(name, []byte(body)); err == nil && !c.KubernetesDiscovery() {
 				t.Errorf("%s: the deployed agents should find peers by discovery", name)
+			}
+			// Seed 001 is why prober exists: only http2_ping rides an
+			// established flow.
+			if err == nil && !slices.Contains(c.Probing.Protocols, probe.ProtocolHTTP2Ping) {
+				t.Errorf("%s: protocols %v, want http2_ping on", name, c.Probing.Protocols)
 			}
 		}
 		if err != nil {

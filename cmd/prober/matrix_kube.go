@@ -25,7 +25,8 @@ func newMatrixDiscovery(cfg *config.Matrix, log *slog.Logger) (*peers.Discovery,
 		return nil, err
 	}
 	pc := peersConfig(k)
-	pc.APIServerLB = netip.AddrPort{} // LBs are targets, not agents
+	// LBs are targets, not agents: no Service or EndpointSlice watch.
+	pc.APIServerLB, pc.AgentsOnly = netip.AddrPort{}, true
 	return peers.New(client, pc, log)
 }
 

@@ -14,8 +14,9 @@ import (
 	"time"
 )
 
-// writePKI writes a self-signed serving certificate for 127.0.0.1 and
-// localhost (its own CA) and a service-account signing key pair into dir.
+// writePKI writes a self-signed serving certificate for 127.0.0.1,
+// localhost and kubernetes.default.svc (the name in-cluster clients
+// verify, as real API servers' certificates carry it; its own CA) and a service-account signing key pair into dir.
 func writePKI(dir string) (caPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -27,7 +28,7 @@ func writePKI(dir string) (caPEM []byte, err error) {
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(24 * time.Hour),
 		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:              []string{"localhost"},
+		DNSNames:              []string{"localhost", "kubernetes.default.svc"},
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,

@@ -25,6 +25,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
+// AdvertiseAddress is what the API server publishes as its address in the
+// kubernetes Service's EndpointSlice, from 198.18.0.0/15: an address no
+// test dials.
+const AdvertiseAddress = "198.19.255.254"
+
 // Server is a running etcd + kube-apiserver pair.
 type Server struct {
 	// URL is the API server's https://127.0.0.1:port.
@@ -75,7 +80,10 @@ func Start(bins, dir string) (s *Server, err error) {
 	s.URL = fmt.Sprintf("https://127.0.0.1:%d", ports[3])
 	if err := s.spawn("kube-apiserver",
 		"--etcd-servers", etcdURL,
-		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+		// The advertise address is only published, in the kubernetes
+		// Service's endpoints (which refuse loopback), never dialled: the
+		// API server listens on, and calls itself at, the bind address.
+		"--bind-address", "127.0.0.1", "--advertise-address", AdvertiseAddress,
 		"--secure-port", fmt.Sprint(ports[3]),
 		"--tls-cert-file", filepath.Join(dir, "serving.crt"),
 		"--tls-private-key-file", filepath.Join(dir, "serving.key"),
@@ -215,6 +223,10 @@ func (s *Server) AdminClient() (kubernetes.Interface, error) {
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	return kubernetes.NewForConfig(cfg)
 }
+
+// CAFile is the PEM file of the CA that verifies the API server, as a
+// pod's ServiceAccount ca.crt does in a cluster.
+func (s *Server) CAFile() string { return filepath.Join(s.Dir, "serving.crt") }
 
 // RESTConfig is the admin's rest.Config.
 func (s *Server) RESTConfig() *rest.Config {
