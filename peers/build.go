@@ -38,9 +38,10 @@ func nodePeer(n *corev1.Node, rackLabel string, port uint16) (Peer, bool) {
 }
 
 // podPeer is the peer of a Running, Ready agent Pod with an IPv4 PodIP
-// that is not terminating. A terminating or NotReady pod leaves at once, so
-// its going away is never counted as loss. node is the pod's Node when the
-// cache has it, for the zone and rack labels.
+// that is not terminating, on a Node the cache has. A terminating or
+// NotReady pod leaves at once, so its going away is never counted as
+// loss. node is the pod's Node (nil when the cache has none), for the
+// zone and rack labels.
 func podPeer(p *corev1.Pod, node *corev1.Node, rackLabel string, port uint16) (Peer, bool) {
 	if !podServing(p) {
 		return Peer{}, false
@@ -49,11 +50,15 @@ func podPeer(p *corev1.Pod, node *corev1.Node, rackLabel string, port uint16) (P
 	if err != nil || !addr.Is4() {
 		return Peer{}, false
 	}
-	labels := map[string]string{LabelNode: p.Spec.NodeName}
-	if node != nil {
-		labels = topology(node, rackLabel)
+	// A pod whose Node is gone (deleted, or being deleted) went with
+	// its machine: the API server keeps it Running and Ready until the
+	// pod garbage collector deletes it, some 40 s on, while its address
+	// answers nothing. Dropping it with its Node keeps a decommissioned
+	// node's pod from being counted as loss.
+	if node == nil || node.DeletionTimestamp != nil {
+		return Peer{}, false
 	}
-	return Peer{Name: p.Name, Class: ClassPod, Addr: addr, Port: port, Labels: labels, Agent: true}, true
+	return Peer{Name: p.Name, Class: ClassPod, Addr: addr, Port: port, Labels: topology(node, rackLabel), Agent: true}, true
 }
 
 // podServing: Running, Ready, scheduled, not being deleted.

@@ -214,7 +214,10 @@ func TestSnapshot(t *testing.T) {
 		agentPod("prober-pod-terminating", "pod", "n2", "198.51.100.14", true, deleting),
 		agentPod("prober-pod-pending", "pod", "n2", "", false, func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }),
 		agentPod("prober-pod-succeeded", "pod", "n2", "198.51.100.15", true, func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
+		// On a deleted Node, and on one being deleted: they went with
+		// their machines, though the API server still has them Ready.
 		agentPod("prober-pod-unknown-node", "pod", "gone", "198.51.100.16", true),
+		agentPod("prober-pod-going-node", "pod", "going", "198.51.100.17", true),
 		service("default", "kubernetes", clusterIP("198.51.100.1")),
 		// A LoadBalancer: its ClusterIP and its ingress IPs.
 		service("web", "front", loadBalancer("203.0.113.7", "203.0.113.8"), clusterIP("198.51.100.30")),
@@ -278,8 +281,6 @@ func TestSnapshot(t *testing.T) {
 			Labels: map[string]string{LabelNode: "n1", LabelZone: "z1", LabelRack: "r1"}},
 		{Name: "prober-pod-b", Class: ClassPod, Addr: netip.MustParseAddr("198.51.100.12"), Port: testPort, Agent: true,
 			Labels: map[string]string{LabelNode: "n2", LabelZone: "z1", LabelRack: "r1"}},
-		{Name: "prober-pod-unknown-node", Class: ClassPod, Addr: netip.MustParseAddr("198.51.100.16"), Port: testPort, Agent: true,
-			Labels: map[string]string{LabelNode: "gone"}},
 		{Name: APIServerLBName, Class: ClassLB, Addr: netip.MustParseAddr("203.0.113.1"), Port: 6443, Backends: []string{"n1"}, HTTP2: api},
 		{Name: "default/kubernetes", Class: ClassLB, Addr: netip.MustParseAddr("198.51.100.1"), Port: 443, Backends: []string{"n1"}, HTTP2: api},
 		{Name: "web/api", Class: ClassLB, Addr: netip.MustParseAddr("198.51.100.21"), Port: 443,
