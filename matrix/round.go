@@ -14,9 +14,16 @@ type round struct {
 
 	devName []string
 	devID   map[string]int32
-	devHost []bool  // an agent or a target, not a Hops device
-	devLB   []bool  // the device of an lb target (its VIP)
-	devAcc  []int32 // a host's access device (first hop), or -1
+	devHost []bool // an agent or a target, not a Hops device
+	// devLB marks the device of an lb target (its VIP). A VIP is never
+	// the fabric: kube-proxy DNATs a ClusterIP on the source node, and a
+	// real LB's own return path is out of sight, so only the lb rule
+	// judges it.
+	devLB []bool
+	// devAcc is a host's access device: the first device its own traces
+	// meet before their targets, -1 when unknown, accNone when its
+	// traces reach their targets at the first hop (a flat network).
+	devAcc []int32
 	// devExit is the device traces reach a host through (the hop
 	// before it), -1 when none reached it, -2 when they disagree.
 	devExit []int32
@@ -47,6 +54,10 @@ type round struct {
 	targetDev  []int32 // per pair, in build's order: the target's device
 }
 
+// accNone is devAcc of a host whose traces meet no device before their
+// targets: nothing is in front of it that the matrix can name.
+const accNone = -2
+
 type link struct{ from, to int32 }
 
 // A round looks up ~10 M (from, to) links among ~10 k: a direct-mapped
@@ -74,7 +85,7 @@ type rflow struct {
 	sent, lost       uint64
 	linkStart        int32
 	linkEnd          int32
-	entry            int32 // first fabric device, -1 unknown
+	entry            int32 // the device it enters the fabric at, or -1
 	src, dst         int32 // host devices
 	hopStart, hopEnd int32 // into the agent's hops
 	// tail is the last device a trace that stopped short of its target
@@ -183,7 +194,9 @@ func (m *Matrix) build(r *round, agents []*agentState) {
 }
 
 // addEndpoints adds the devices of agents and targets, before any traced
-// path: hosts first, so their ids do not depend on traced paths.
+// path: hosts first, so their ids do not depend on traced paths, and VIPs
+// marked, so that no path takes one for the fabric whatever the order of
+// the reports.
 func (m *Matrix) addEndpoints(r *round) {
 	for _, a := range r.agents {
 		id := r.device(a.name, true)
@@ -332,17 +345,25 @@ func (m *Matrix) trace(r *round, tr *tracer, hops []int32, rf *rflow) {
 	if last != dst {
 		complete = false
 	}
-	if chain[1] >= 0 {
+	// The fabric of a flow lies strictly between its source and its
+	// target, and holds no VIP. A trace whose target answers first (a
+	// flat network; a ClusterIP DNATed on the source node) meets no
+	// device: it has no entry, and its target is not its source's
+	// access device.
+	if r.inFabric(chain[1], src, dst) {
 		rf.entry = chain[1]
 		if r.devAcc[src] < 0 {
 			r.devAcc[src] = chain[1]
 		}
+	} else if chain[1] == dst && r.devAcc[src] == -1 {
+		r.devAcc[src] = accNone
 	}
-	if complete && len(chain) >= 3 {
-		r.addMixture(rf.entry, chain[len(chain)-2], r.flowLinks[rf.linkStart+1:len(r.flowLinks)-1])
-	}
-	if last == dst && len(chain) >= 3 && chain[len(chain)-2] >= 0 {
-		r.sawExit(dst, chain[len(chain)-2])
+	exit := chain[len(chain)-2]
+	if last == dst && r.inFabric(exit, src, dst) {
+		if complete && rf.entry >= 0 {
+			r.addMixture(rf.entry, exit, r.flowLinks[rf.linkStart+1:len(r.flowLinks)-1])
+		}
+		r.sawExit(dst, exit)
 	} else if last != dst {
 		rf.tail = lastKnown(chain)
 	}
@@ -369,12 +390,19 @@ func (tr *tracer) addLinks(r *round) {
 	}
 }
 
-// adoptExits gives a target that does not report (its agent is down, or
-// the pulls die on the same broken NIC as its probes), and so has no
-// traces of its own, the access device the traces reach it through.
+// inFabric reports whether device d, met on a trace from src to dst, is
+// a device of that trace's fabric: known, neither of its ends, no VIP.
+func (r *round) inFabric(d, src, dst int32) bool {
+	return d >= 0 && d != src && d != dst && !r.devLB[d]
+}
+
+// adoptExits gives a host that does not trace (its agent is down, or the
+// pulls die on the same broken NIC as its probes) the access device the
+// traces reach it through. A host whose own traces met no device keeps
+// none: other hosts' paths to it say nothing of what is in front of it.
 func (r *round) adoptExits() {
 	for d, acc := range r.devAcc {
-		if acc < 0 && r.devExit[d] >= 0 && r.devHost[d] && !r.devLB[d] {
+		if acc == -1 && r.devExit[d] >= 0 && r.devHost[d] && !r.devLB[d] {
 			r.devAcc[d] = r.devExit[d]
 		}
 	}
