@@ -161,7 +161,10 @@ func (r *round) reset(agents []*agentState) {
 	r.devName, r.devHost, r.devLB, r.devAcc, r.devExit, r.devAddr = r.devName[:0], r.devHost[:0], r.devLB[:0], r.devAcc[:0], r.devExit[:0], r.devAddr[:0]
 	r.links, r.flows, r.flowLinks, r.pairs, r.mixes = r.links[:0], r.flows[:0], r.flowLinks[:0], r.pairs[:0], r.mixes[:0]
 	r.devID = map[string]int32{}
-	r.hostAddr = map[string]int32{}
+	if r.hostAddr == nil {
+		r.hostAddr = map[string]int32{}
+	}
+	clear(r.hostAddr) // keeps its storage: the same hosts next round
 	r.linkID = map[uint64]int32{}
 	r.mixID = map[uint64]int32{}
 	r.lcache = resize(r.lcache, 1<<linkCacheBits)
@@ -182,8 +185,9 @@ func (m *Matrix) build(r *round, agents []*agentState) {
 	var tr tracer
 	tr.reset()
 	for ai, a := range agents {
+		src := r.devID[a.name]
 		for ti := range a.targets {
-			m.addPair(r, &tr, int32(ai), int32(ti))
+			m.addPair(r, &tr, src, int32(ai), int32(ti))
 		}
 	}
 	for d := range r.devAddr {
@@ -243,12 +247,22 @@ func (m *Matrix) targetDevice(r *round, t *targetRec) int32 {
 
 // resolve is the device of a traced address (an index into m.addrs): a
 // Hops device, a known host, or the address itself; -1 for a silent hop.
+// Small enough to inline: a round resolves millions of hops, nearly all
+// seen before.
 func (m *Matrix) resolve(r *round, id int32) int32 {
+	if id >= 0 {
+		if d := r.addrDev[id]; d != -2 {
+			return d
+		}
+	}
+	return m.resolveNew(r, id)
+}
+
+// resolveNew resolves an address the round has not met yet, or a silent
+// hop.
+func (m *Matrix) resolveNew(r *round, id int32) int32 {
 	if id < 0 {
 		return -1
-	}
-	if d := r.addrDev[id]; d != -2 {
-		return d
 	}
 	s := m.addrs[id]
 	var d int32
@@ -270,11 +284,12 @@ func (m *Matrix) resolve(r *round, id int32) int32 {
 	return d
 }
 
-// addPair adds the pair (agent ai, its target ti) and its flows.
-func (m *Matrix) addPair(r *round, tr *tracer, ai, ti int32) {
+// addPair adds the pair (agent ai, whose device is src; its target ti)
+// and its flows.
+func (m *Matrix) addPair(r *round, tr *tracer, src, ai, ti int32) {
 	a := r.agents[ai]
 	t := &a.targets[ti]
-	src, dst := r.devID[a.name], r.targetDev[len(r.pairs)]
+	dst := r.targetDev[len(r.pairs)]
 	p := pair{agent: ai, target: ti, src: src, dst: dst, flowStart: int32(len(r.flows))}
 	for pi := t.protoStart; pi < t.protoEnd; pi++ {
 		pr := &a.protos[pi]
