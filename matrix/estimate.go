@@ -94,8 +94,9 @@ func (e *estimator) fit(r *round) {
 				inc = addWeighted(inc, l, 1)
 			}
 		}
-		// The reply's path.
-		if f.complete && r.devHost[f.dst] {
+		// The reply's path. A flow that met no device before its
+		// target (a flat network) has none to come back through.
+		if f.complete && f.entry >= 0 && r.devHost[f.dst] {
 			if f.pair != lastPair {
 				lastPair = f.pair
 				rev = e.reverse(r, f.src, f.dst)

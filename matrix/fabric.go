@@ -19,9 +19,10 @@ type candidate struct {
 // least two of its incoming or outgoing links are bad and they are at
 // least half of that side (NetBouncer's rule: no healthy path through
 // it); a lossy device drops on every link, and the fit may put the loss
-// on either side. A host (an agent or target) with a bad access link is
-// a host suspect; an lb device with bad links an lb one. What is left is
-// single links.
+// on either side. A VIP is never the fabric: any bad link of it makes it
+// an lb suspect, which Localize keeps only when the lb rule agrees. A
+// host (an agent or target) with a bad access link is a host suspect.
+// What is left is single links between fabric devices and hosts.
 func fabricSuspects(r *round, e *estimator, th *Thresholds) []candidate {
 	nd := len(r.devName)
 	inN, outN := make([]int, nd), make([]int, nd)
@@ -42,41 +43,34 @@ func fabricSuspects(r *round, e *estimator, th *Thresholds) []candidate {
 	var out []candidate
 	claimed := make([]bool, len(r.links))
 	isDev := make([]bool, nd)
-	// Fabric devices first, hosts after: a bad ToR explains its hosts.
+	// VIPs and fabric devices first, hosts after: a bad ToR explains its
+	// hosts, and a link of a VIP is the LB's, never a fabric link.
 	for d := range nd {
-		if r.devHost[d] {
-			continue
-		}
 		in, o := inBad[d], outBad[d]
-		if !(len(in) >= 2 && 2*len(in) >= inN[d]) && !(len(o) >= 2 && 2*len(o) >= outN[d]) {
-			continue
+		switch {
+		case r.devLB[d]:
+			if len(in)+len(o) == 0 {
+				continue
+			}
+			out = append(out, deviceCandidate(r, e, th, int32(d), KindLB, in, o, claimed))
+		case r.devHost[d]:
+		case len(in) >= 2 && 2*len(in) >= inN[d] || len(o) >= 2 && 2*len(o) >= outN[d]:
+			isDev[d] = true
+			out = append(out, deviceCandidate(r, e, th, int32(d), KindDevice, in, o, claimed))
 		}
-		isDev[d] = true
-		kind := KindDevice
-		if r.devLB[d] {
-			kind = KindLB
-		}
-		out = append(out, deviceCandidate(r, e, th, int32(d), kind, in, o, claimed))
 	}
 	for d := range nd {
-		if !r.devHost[d] || len(inBad[d])+len(outBad[d]) == 0 {
+		if !r.devHost[d] || r.devLB[d] || len(inBad[d])+len(outBad[d]) == 0 {
 			continue
 		}
 		if acc := r.devAcc[d]; acc >= 0 && isDev[acc] {
 			continue
 		}
-		if !r.devHost[d] {
-			continue
-		}
-		kind := KindHost
-		if r.devLB[d] {
-			kind = KindLB
-		}
-		out = append(out, deviceCandidate(r, e, th, int32(d), kind, inBad[d], outBad[d], claimed))
+		out = append(out, deviceCandidate(r, e, th, int32(d), KindHost, inBad[d], outBad[d], claimed))
 	}
 	for l := range r.links {
 		if !bad[l] || claimed[l] {
-			continue
+			continue // a VIP's links are claimed: it has a candidate
 		}
 		lk := r.links[l]
 		if isDev[lk.from] || isDev[lk.to] {
@@ -142,8 +136,11 @@ func deviceCandidate(r *round, e *estimator, th *Thresholds, d int32, kind strin
 	c.EstimatedLoss = min(1, lost/max(sent, 1))
 	c.excess = lost - th.Healthy*sent
 	detail := "%d of its incoming and %d of its outgoing links lose; no path through it is clean"
-	if kind == KindHost {
+	switch kind {
+	case KindHost:
 		detail = "its access links lose (%d in, %d out) while its ToR's other hosts do not: its NIC, cable or agent"
+	case KindLB:
+		detail = "%d of its incoming and %d of its outgoing links lose: the VIP, or the links to it"
 	}
 	c.Evidence = Evidence{
 		Stage:      "estimator",

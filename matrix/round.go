@@ -3,7 +3,6 @@ package matrix
 import (
 	"net/netip"
 	"slices"
-	"strings"
 )
 
 // round is one Localize pass's view of the fresh reports: devices, the
@@ -15,13 +14,22 @@ type round struct {
 
 	devName []string
 	devID   map[string]int32
-	devHost []bool  // an agent or a target, not a Hops device
-	devLB   []bool  // the device of an lb target (its VIP)
-	devAcc  []int32 // a host's access device (first hop), or -1
+	devHost []bool // an agent or a target, not a Hops device
+	// devLB marks the device of an lb target (its VIP). A VIP is never
+	// the fabric: kube-proxy DNATs a ClusterIP on the source node, and a
+	// real LB's own return path is out of sight, so only the lb rule
+	// judges it.
+	devLB []bool
+	// devAcc is a host's access device: the first device its own traces
+	// meet before their targets, -1 when unknown, accNone when its
+	// traces reach their targets at the first hop (a flat network).
+	devAcc []int32
 	// devExit is the device traces reach a host through (the hop
 	// before it), -1 when none reached it, -2 when they disagree.
 	devExit []int32
 	devAddr [][]string
+
+	hostAddr map[string]int32 // agent and target addresses
 
 	links  []link
 	linkID map[uint64]int32
@@ -45,6 +53,10 @@ type round struct {
 	mixLastKey uint64
 	targetDev  []int32 // per pair, in build's order: the target's device
 }
+
+// accNone is devAcc of a host whose traces meet no device before their
+// targets: nothing is in front of it that the matrix can name.
+const accNone = -2
 
 type link struct{ from, to int32 }
 
@@ -73,7 +85,7 @@ type rflow struct {
 	sent, lost       uint64
 	linkStart        int32
 	linkEnd          int32
-	entry, exit      int32 // first and last fabric device, -1 unknown
+	entry            int32 // the device it enters the fabric at, or -1
 	src, dst         int32 // host devices
 	hopStart, hopEnd int32 // into the agent's hops
 	// tail is the last device a trace that stopped short of its target
@@ -149,6 +161,10 @@ func (r *round) reset(agents []*agentState) {
 	r.devName, r.devHost, r.devLB, r.devAcc, r.devExit, r.devAddr = r.devName[:0], r.devHost[:0], r.devLB[:0], r.devAcc[:0], r.devExit[:0], r.devAddr[:0]
 	r.links, r.flows, r.flowLinks, r.pairs, r.mixes = r.links[:0], r.flows[:0], r.flowLinks[:0], r.pairs[:0], r.mixes[:0]
 	r.devID = map[string]int32{}
+	if r.hostAddr == nil {
+		r.hostAddr = map[string]int32{}
+	}
+	clear(r.hostAddr) // keeps its storage: the same hosts next round
 	r.linkID = map[uint64]int32{}
 	r.mixID = map[uint64]int32{}
 	r.lcache = resize(r.lcache, 1<<linkCacheBits)
@@ -156,177 +172,255 @@ func (r *round) reset(agents []*agentState) {
 	r.targetDev = r.targetDev[:0]
 }
 
-// build fills r from the fresh agents.
+// build fills r from the fresh agents: the devices of agents and
+// targets, then every pair's flows and the devices and links of their
+// traced paths, then what those paths say about hosts that do not trace.
 func (m *Matrix) build(r *round, agents []*agentState) {
 	r.reset(agents)
-	// Hosts first, so their ids do not depend on traced paths.
-	hostAddr := map[string]int32{}
-	for _, a := range agents {
-		id := r.device(a.name, true)
-		if a.address != "" {
-			hostAddr[a.address] = id
-		}
-	}
-	// A target whose address Hops covers (a VIP) is that device.
-	targetDev := map[string]int32{}
-	for _, a := range agents {
-		for ti := range a.targets {
-			t := &a.targets[ti]
-			if id, ok := targetDev[t.name]; ok {
-				r.targetDev = append(r.targetDev, id)
-				continue
-			}
-			var id int32 = -1
-			if t.address != "" {
-				if ad, err := netip.ParseAddr(t.address); err == nil {
-					if name := m.hops.lookup(ad); name != "" {
-						id = r.device(name, false)
-					}
-				}
-			}
-			if id < 0 {
-				id = r.device(t.name, true)
-				if t.address != "" {
-					if _, ok := hostAddr[t.address]; !ok {
-						hostAddr[t.address] = id
-					}
-				}
-			}
-			targetDev[t.name] = id
-			r.targetDev = append(r.targetDev, id)
-		}
-	}
-	// Every traced address: a Hops device, a known host, or itself.
+	m.addEndpoints(r)
 	r.addrDev = slices.Grow(r.addrDev[:0], len(m.addrs))[:len(m.addrs)]
 	for i := range r.addrDev {
 		r.addrDev[i] = -2 // resolved lazily: only addresses in fresh reports
 	}
-	resolve := func(id int32) int32 {
-		if id < 0 {
-			return -1
-		}
-		if d := r.addrDev[id]; d != -2 {
-			return d
-		}
-		s := m.addrs[id]
-		var d int32
-		if a, err := netip.ParseAddr(s); err == nil {
-			if name := m.hops.lookup(a); name != "" {
-				d = r.device(name, false)
-			} else if h, ok := hostAddr[s]; ok {
-				d = h
-			} else {
-				d = r.device(s, false)
-			}
-		} else if h, ok := hostAddr[s]; ok {
-			d = h
-		} else {
-			d = r.device(s, false)
-		}
-		r.addrDev[id] = d
-		r.devAddr[d] = append(r.devAddr[d], s)
-		return d
-	}
-
-	var chain []int32
-	var memo [8]link
-	var memoID [8]int32
-	for i := range memo {
-		memo[i] = link{-1, -1}
-	}
+	var tr tracer
+	tr.reset()
 	for ai, a := range agents {
 		src := r.devID[a.name]
 		for ti := range a.targets {
-			t := &a.targets[ti]
-			dst := r.targetDev[len(r.pairs)]
-			if t.class == "lb" || strings.HasSuffix(t.path, "_to_lb") {
-				r.devLB[dst] = true
-			}
-			p := pair{agent: int32(ai), target: int32(ti), src: src, dst: dst, flowStart: int32(len(r.flows))}
-			for pi := t.protoStart; pi < t.protoEnd; pi++ {
-				pr := &a.protos[pi]
-				p.sent += pr.stats.Sent
-				p.lost += pr.stats.Lost
-				for fi := pr.flowStart; fi < pr.flowEnd; fi++ {
-					f := &a.flows[fi]
-					rf := rflow{
-						pair: int32(len(r.pairs)), sourcePort: f.sourcePort,
-						sent: f.sent, lost: f.lost, src: src, dst: dst,
-						entry: -1, exit: -1, tail: -1, suspectHop: f.suspectHop,
-						hopStart: f.hopStart, hopEnd: f.hopEnd,
-						linkStart: int32(len(r.flowLinks)),
-					}
-					if f.traced {
-						chain = append(chain[:0], src)
-						complete := true
-						for _, h := range a.hops[f.hopStart:f.hopEnd] {
-							d := resolve(h)
-							if d < 0 {
-								complete = false
-							}
-							if d >= 0 && d == chain[len(chain)-1] {
-								continue // one device answering twice
-							}
-							chain = append(chain, d)
-						}
-						if last := chain[len(chain)-1]; last != dst {
-							complete = false
-						}
-						for i := 1; i < len(chain); i++ {
-							if chain[i-1] >= 0 && chain[i] >= 0 {
-								// Consecutive flows share most links: a
-								// per-position memo skips the map.
-								if i < len(memo) && memo[i].from == chain[i-1] && memo[i].to == chain[i] {
-									r.flowLinks = append(r.flowLinks, memoID[i])
-									continue
-								}
-								id := r.linkOf(chain[i-1], chain[i])
-								if i < len(memo) {
-									memo[i], memoID[i] = link{chain[i-1], chain[i]}, id
-								}
-								r.flowLinks = append(r.flowLinks, id)
-							}
-						}
-						if len(chain) >= 2 && chain[1] >= 0 {
-							rf.entry = chain[1]
-							if r.devAcc[src] < 0 {
-								r.devAcc[src] = chain[1]
-							}
-						}
-						if complete && len(chain) >= 3 {
-							rf.exit = chain[len(chain)-2]
-							r.addMixture(rf.entry, rf.exit, r.flowLinks[rf.linkStart+1:len(r.flowLinks)-1])
-						}
-						if last := chain[len(chain)-1]; last == dst && len(chain) >= 3 && chain[len(chain)-2] >= 0 {
-							r.sawExit(dst, chain[len(chain)-2])
-						} else if last != dst {
-							rf.tail = lastKnown(chain)
-						}
-						rf.complete = complete
-					}
-					rf.linkEnd = int32(len(r.flowLinks))
-					r.flows = append(r.flows, rf)
-				}
-			}
-			p.flowEnd = int32(len(r.flows))
-			if p.lost > p.sent {
-				p.lost = p.sent
-			}
-			r.pairs = append(r.pairs, p)
+			m.addPair(r, &tr, src, int32(ai), int32(ti))
 		}
 	}
 	for d := range r.devAddr {
 		slices.Sort(r.devAddr[d])
 	}
-	// A target that does not report (its agent is down, or the pulls
-	// die on the same broken NIC as its probes) has no traces of its
-	// own: its access device is the one the traces reach it through.
+	r.adoptExits()
+	r.closeTails()
+}
+
+// addEndpoints adds the devices of agents and targets, before any traced
+// path: hosts first, so their ids do not depend on traced paths, and VIPs
+// marked, so that no path takes one for the fabric whatever the order of
+// the reports.
+func (m *Matrix) addEndpoints(r *round) {
+	for _, a := range r.agents {
+		id := r.device(a.name, true)
+		if a.address != "" {
+			r.hostAddr[a.address] = id
+		}
+	}
+	// A target whose address Hops covers (a VIP) is that device.
+	targetDev := map[string]int32{}
+	for _, a := range r.agents {
+		for ti := range a.targets {
+			t := &a.targets[ti]
+			id, ok := targetDev[t.name]
+			if !ok {
+				id = m.targetDevice(r, t)
+				targetDev[t.name] = id
+			}
+			if isLBPath(t) {
+				r.devLB[id] = true
+			}
+			r.targetDev = append(r.targetDev, id)
+		}
+	}
+}
+
+// targetDevice is t's device: the Hops device its address resolves to,
+// else a host named after it.
+func (m *Matrix) targetDevice(r *round, t *targetRec) int32 {
+	if t.address != "" {
+		if ad, err := netip.ParseAddr(t.address); err == nil {
+			if name := m.hops.lookup(ad); name != "" {
+				return r.device(name, false)
+			}
+		}
+	}
+	id := r.device(t.name, true)
+	if t.address != "" {
+		if _, ok := r.hostAddr[t.address]; !ok {
+			r.hostAddr[t.address] = id
+		}
+	}
+	return id
+}
+
+// resolve is the device of a traced address (an index into m.addrs): a
+// Hops device, a known host, or the address itself; -1 for a silent hop.
+// Small enough to inline: a round resolves millions of hops, nearly all
+// seen before.
+func (m *Matrix) resolve(r *round, id int32) int32 {
+	if id >= 0 {
+		if d := r.addrDev[id]; d != -2 {
+			return d
+		}
+	}
+	return m.resolveNew(r, id)
+}
+
+// resolveNew resolves an address the round has not met yet, or a silent
+// hop.
+func (m *Matrix) resolveNew(r *round, id int32) int32 {
+	if id < 0 {
+		return -1
+	}
+	s := m.addrs[id]
+	var d int32
+	if a, err := netip.ParseAddr(s); err == nil {
+		if name := m.hops.lookup(a); name != "" {
+			d = r.device(name, false)
+		} else if h, ok := r.hostAddr[s]; ok {
+			d = h
+		} else {
+			d = r.device(s, false)
+		}
+	} else if h, ok := r.hostAddr[s]; ok {
+		d = h
+	} else {
+		d = r.device(s, false)
+	}
+	r.addrDev[id] = d
+	r.devAddr[d] = append(r.devAddr[d], s)
+	return d
+}
+
+// addPair adds the pair (agent ai, whose device is src; its target ti)
+// and its flows.
+func (m *Matrix) addPair(r *round, tr *tracer, src, ai, ti int32) {
+	a := r.agents[ai]
+	t := &a.targets[ti]
+	dst := r.targetDev[len(r.pairs)]
+	p := pair{agent: ai, target: ti, src: src, dst: dst, flowStart: int32(len(r.flows))}
+	for pi := t.protoStart; pi < t.protoEnd; pi++ {
+		pr := &a.protos[pi]
+		p.sent += pr.stats.Sent
+		p.lost += pr.stats.Lost
+		for fi := pr.flowStart; fi < pr.flowEnd; fi++ {
+			f := &a.flows[fi]
+			rf := rflow{
+				pair: int32(len(r.pairs)), sourcePort: f.sourcePort,
+				sent: f.sent, lost: f.lost, src: src, dst: dst,
+				entry: -1, tail: -1, suspectHop: f.suspectHop,
+				hopStart: f.hopStart, hopEnd: f.hopEnd,
+				linkStart: int32(len(r.flowLinks)),
+			}
+			if f.traced {
+				m.trace(r, tr, a.hops[f.hopStart:f.hopEnd], &rf)
+			}
+			rf.linkEnd = int32(len(r.flowLinks))
+			r.flows = append(r.flows, rf)
+		}
+	}
+	p.flowEnd = int32(len(r.flows))
+	if p.lost > p.sent {
+		p.lost = p.sent
+	}
+	r.pairs = append(r.pairs, p)
+}
+
+// tracer is build's scratch for turning traced hops into links.
+type tracer struct {
+	chain []int32 // the flow's devices, from its source; -1 a silent hop
+	// Consecutive flows share most links: a per-position memo of the
+	// last link seen there skips the map.
+	memo   [8]link
+	memoID [8]int32
+}
+
+func (tr *tracer) reset() {
+	for i := range tr.memo {
+		tr.memo[i] = link{-1, -1}
+	}
+}
+
+// trace adds flow rf's traced path (hops): its links, where it enters
+// and leaves the fabric, and what it says of its source's access device
+// and of the device its target is reached through.
+func (m *Matrix) trace(r *round, tr *tracer, hops []int32, rf *rflow) {
+	src, dst := rf.src, rf.dst
+	chain := append(tr.chain[:0], src)
+	complete := true
+	for _, h := range hops {
+		d := m.resolve(r, h)
+		if d < 0 {
+			complete = false
+		}
+		if d >= 0 && d == chain[len(chain)-1] {
+			continue // one device answering twice
+		}
+		chain = append(chain, d)
+	}
+	tr.chain = chain
+	tr.addLinks(r)
+	if len(chain) < 2 { // only the source answered
+		rf.complete = false
+		return
+	}
+	last := chain[len(chain)-1]
+	if last != dst {
+		complete = false
+	}
+	// The fabric of a flow lies strictly between its source and its
+	// target, and holds no VIP. A trace whose target answers first (a
+	// flat network; a ClusterIP DNATed on the source node) meets no
+	// device: it has no entry, and its target is not its source's
+	// access device.
+	if r.inFabric(chain[1], src, dst) {
+		rf.entry = chain[1]
+		if r.devAcc[src] < 0 {
+			r.devAcc[src] = chain[1]
+		}
+	} else if chain[1] == dst && r.devAcc[src] == -1 {
+		r.devAcc[src] = accNone
+	}
+	exit := chain[len(chain)-2]
+	if last == dst && r.inFabric(exit, src, dst) {
+		if complete && rf.entry >= 0 {
+			r.addMixture(rf.entry, exit, r.flowLinks[rf.linkStart+1:len(r.flowLinks)-1])
+		}
+		r.sawExit(dst, exit)
+	} else if last != dst {
+		rf.tail = lastKnown(chain)
+	}
+	rf.complete = complete
+}
+
+// addLinks appends the links between the known consecutive devices of
+// tr.chain to r.flowLinks.
+func (tr *tracer) addLinks(r *round) {
+	chain := tr.chain
+	for i := 1; i < len(chain); i++ {
+		if chain[i-1] < 0 || chain[i] < 0 {
+			continue
+		}
+		if i < len(tr.memo) && tr.memo[i].from == chain[i-1] && tr.memo[i].to == chain[i] {
+			r.flowLinks = append(r.flowLinks, tr.memoID[i])
+			continue
+		}
+		id := r.linkOf(chain[i-1], chain[i])
+		if i < len(tr.memo) {
+			tr.memo[i], tr.memoID[i] = link{chain[i-1], chain[i]}, id
+		}
+		r.flowLinks = append(r.flowLinks, id)
+	}
+}
+
+// inFabric reports whether device d, met on a trace from src to dst, is
+// a device of that trace's fabric: known, neither of its ends, no VIP.
+func (r *round) inFabric(d, src, dst int32) bool {
+	return d >= 0 && d != src && d != dst && !r.devLB[d]
+}
+
+// adoptExits gives a host that does not trace (its agent is down, or the
+// pulls die on the same broken NIC as its probes) the access device the
+// traces reach it through. A host whose own traces met no device keeps
+// none: other hosts' paths to it say nothing of what is in front of it.
+func (r *round) adoptExits() {
 	for d, acc := range r.devAcc {
-		if acc < 0 && r.devExit[d] >= 0 && r.devHost[d] && !r.devLB[d] {
+		if acc == -1 && r.devExit[d] >= 0 && r.devHost[d] && !r.devLB[d] {
 			r.devAcc[d] = r.devExit[d]
 		}
 	}
-	r.closeTails()
 }
 
 // sawExit notes that a trace reached host dst from device prev.

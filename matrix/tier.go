@@ -111,7 +111,8 @@ func tierSuspects(r *round, th *Thresholds, rackOf func(int32) string, excluded 
 	return out
 }
 
-// upperTier names the devices one hop above the access devices.
+// upperTier names the devices one hop above the access devices: no
+// host, and no VIP (a one-arm LB hangs off the spines, it is no tier).
 func upperTier(r *round) []string {
 	acc := map[int32]bool{}
 	for d, a := range r.devAcc {
@@ -121,7 +122,7 @@ func upperTier(r *round) []string {
 	}
 	up := map[string]bool{}
 	for _, lk := range r.links {
-		if acc[lk.from] && !r.devHost[lk.to] && !acc[lk.to] {
+		if acc[lk.from] && !r.devHost[lk.to] && !r.devLB[lk.to] && !acc[lk.to] {
 			up[r.devName[lk.to]] = true
 		}
 	}

@@ -9,6 +9,7 @@ package matrixsim
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"time"
 
 	"github.com/netprober/prober/api"
@@ -21,6 +22,19 @@ type Config struct {
 	// every agent probes; its backends are the first node of the first
 	// four racks.
 	LB bool
+	// ClusterIP, when set, adds the Kubernetes API server's Service
+	// (ServiceName, class lb, path node_to_lb, tcp_syn only), which every
+	// agent probes at this address. kube-proxy DNATs it on the source
+	// node to the first node's API server, so no device sits at the VIP
+	// and Hops does not map it: a trace follows the path to that node and
+	// its last hop answers as the ClusterIP; the node's own trace to it
+	// is that one hop.
+	ClusterIP string
+	// Flat puts every node on one L2 segment (Racks must be 1, no LB):
+	// the switch does not answer traces, so a trace to another node
+	// shows one hop, that node. Nodes carry no rack label and Hops is
+	// empty. The switch still drops what ToRLoss says.
+	Flat bool
 	// FlowsPerTarget fixed source ports per target, each sent
 	// ProbesPerFlow tcp_syn probes in the window.
 	FlowsPerTarget, ProbesPerFlow int
@@ -77,10 +91,20 @@ func New(cfg Config) (*Fabric, error) {
 	if cfg.FlowsPerTarget < 1 || cfg.ProbesPerFlow < 1 {
 		return nil, fmt.Errorf("matrixsim: flowsPerTarget %d and probesPerFlow %d must be positive", cfg.FlowsPerTarget, cfg.ProbesPerFlow)
 	}
+	if cfg.Flat && (cfg.Racks != 1 || cfg.LB) {
+		return nil, fmt.Errorf("matrixsim: flat wants racks 1 (got %d) and no lb (got %v)", cfg.Racks, cfg.LB)
+	}
+	if _, err := netip.ParseAddr(cfg.ClusterIP); cfg.ClusterIP != "" && err != nil {
+		return nil, fmt.Errorf("matrixsim: clusterIP: %w", err)
+	}
 	f := &Fabric{cfg: cfg, vip: "198.19.250.1"}
 	for r := range cfg.Racks {
 		f.torAddr = append(f.torAddr, fmt.Sprintf("198.18.%d.1", r+1))
-		f.rackLabels = append(f.rackLabels, map[string]string{"rack": fmt.Sprintf("rack%d", r+1)})
+		var labels map[string]string
+		if !cfg.Flat {
+			labels = map[string]string{"rack": fmt.Sprintf("rack%d", r+1)}
+		}
+		f.rackLabels = append(f.rackLabels, labels)
 		var up []string
 		for s := range cfg.Spines {
 			up = append(up, fmt.Sprintf("198.19.%d.%d", s+1, 2*r+2))
@@ -107,9 +131,13 @@ func New(cfg Config) (*Fabric, error) {
 // Nodes is the number of nodes.
 func (f *Fabric) Nodes() int { return len(f.nodeName) }
 
-// Hops is the address-to-device table for matrix.Config.Hops.
+// Hops is the address-to-device table for matrix.Config.Hops; empty for
+// a flat fabric, where no router answers.
 func (f *Fabric) Hops() map[string]string {
 	h := map[string]string{}
+	if f.cfg.Flat {
+		return h
+	}
 	for r := range f.cfg.Racks {
 		h[f.torAddr[r]] = TorName(r)
 		for s := range f.cfg.Spines {
@@ -123,9 +151,15 @@ func (f *Fabric) Hops() map[string]string {
 	return h
 }
 
-// TorName and SpineName name the switches.
+// TorName and SpineName name the switches; NodeName the nodes.
 func TorName(r int) string   { return fmt.Sprintf("tor%d", r+1) }
 func SpineName(s int) string { return fmt.Sprintf("spine%d", s+1) }
+func (f *Fabric) NodeName(rack, node int) string {
+	return f.nodeName[rack*f.cfg.NodesPerRack+node]
+}
+
+// ServiceName is the ClusterIP Service's target name.
+const ServiceName = "default/kubernetes"
 
 // Truth is the suspect kind and name a perfect localizer reports.
 func (f *Fabric) Truth(ft Fault) (kind, name string) {
@@ -142,7 +176,7 @@ func (f *Fabric) Truth(ft Fault) (kind, name string) {
 	case LBLoss, LBEstablished:
 		return "lb", "lb1"
 	case HostNIC:
-		return "host", f.nodeName[ft.Rack*f.cfg.NodesPerRack+ft.Node]
+		return "host", f.NodeName(ft.Rack, ft.Node)
 	}
 	return "", ""
 }
@@ -164,7 +198,14 @@ type path struct {
 	fromLB bool
 }
 
-const lbDst = -1
+// Target numbers besides nodes'.
+const (
+	lbDst  = -1 // the LB's VIP
+	svcDst = -2 // the ClusterIP Service
+)
+
+// apiServer is the node the ClusterIP's endpoint runs on.
+const apiServer = 0
 
 // hash mixes a 5-tuple with a per-switch seed (L4 ECMP).
 func hash(a, b, sport, dport, seed uint64) uint64 {
@@ -211,6 +252,9 @@ func (f *Fabric) Observations(ft Fault, seed uint64) []api.Observations {
 		}
 		if cfg.LB {
 			targets = append(targets, lbDst)
+		}
+		if cfg.ClusterIP != "" {
+			targets = append(targets, svcDst)
 		}
 		obs.Targets = make([]api.Target, 0, len(targets))
 		for _, dst := range targets {
@@ -292,41 +336,41 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 	cfg := f.cfg
 	ra := src / cfg.NodesPerRack
 	t := api.Target{Protocols: []api.Protocol{{Protocol: "tcp_syn"}}}
-	if dst == lbDst {
+	// peer is the node the probes reach: the Service's are DNATed on the
+	// source node to the API server's.
+	peer := dst
+	switch dst {
+	case lbDst:
 		t.Name, t.Address, t.Class, t.Path = "vip-web", f.vip, "lb", "node_to_lb"
 		t.Backends = f.backends
-	} else {
+	case svcDst:
+		t.Name, t.Address, t.Class, t.Path = ServiceName, cfg.ClusterIP, "lb", "node_to_lb"
+		peer = apiServer
+	default:
 		t.Name, t.Address, t.Class, t.Path = f.nodeName[dst], f.nodeAddr[dst], "node", "node_to_node"
 		t.Labels = f.rackLabels[dst/cfg.NodesPerRack]
 	}
 	tcp := &t.Protocols[0]
 	tcp.Flows = make([]api.Flow, 0, cfg.FlowsPerTarget)
 	dstID := uint64(lbAddrID)
-	if dst >= 0 {
-		dstID = uint64(dst)
+	if peer >= 0 {
+		dstID = uint64(peer)
 	}
 	for fl := range cfg.FlowsPerTarget {
 		sport := uint64(33434 + fl*7)
 		s := int(hash(uint64(src), dstID, sport, dport, uint64(ra)) % uint64(cfg.Spines))
-		fwdOK, fwdHole := f.oneWay(src, dst, s, &x, hash(uint64(src), dstID, sport, dport, 999))
-		var revOK float64
-		var revHole int
-		if dst == lbDst {
-			rs := int(hash(dstID, uint64(src), dport, sport, 7777) % uint64(cfg.Spines))
-			bg := 1 - cfg.Background
-			revOK = bg * (1 - x.lb) * bg * (1 - x.spine[rs]) * (1 - x.link[linkKey(ra, rs, false)]) *
-				(1 - x.tor[ra]) * bg * (1 - x.host[src])
-			revHole = -1
-			if rs == x.holeSpine && hash(dstID, uint64(src), dport, sport, 999)%8 == 0 {
-				revHole = 1
+		// The API server's own node DNATs the Service to itself:
+		// nothing leaves it.
+		local := dst == svcDst && src == peer
+		pOK, fwdHole := 1.0, -1
+		if !local {
+			var fwdOK float64
+			fwdOK, fwdHole = f.oneWay(src, peer, s, &x, hash(uint64(src), dstID, sport, dport, 999))
+			revOK, revHole := f.reverse(src, peer, sport, dstID, &x)
+			pOK = fwdOK * revOK
+			if fwdHole >= 0 || revHole >= 0 {
+				pOK = 0
 			}
-		} else {
-			rs := int(hash(dstID, uint64(src), dport, sport, uint64(dst/cfg.NodesPerRack)) % uint64(cfg.Spines))
-			revOK, revHole = f.oneWay(dst, src, rs, &x, hash(dstID, uint64(src), dport, sport, 999))
-		}
-		pOK := fwdOK * revOK
-		if fwdHole >= 0 || revHole >= 0 {
-			pOK = 0
 		}
 		var lost uint64
 		for range cfg.ProbesPerFlow {
@@ -335,7 +379,14 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 			}
 		}
 		sent := uint64(cfg.ProbesPerFlow)
-		fp := &api.FlowPath{Hops: f.hops(src, dst, s, fwdHole, rng), SuspectHop: -1}
+		hops := []string{cfg.ClusterIP}
+		if !local {
+			hops = f.hops(src, peer, s, fwdHole, rng)
+			if dst == svcDst && hops[len(hops)-1] != "" {
+				hops[len(hops)-1] = cfg.ClusterIP // un-NATed by the source node
+			}
+		}
+		fp := &api.FlowPath{Hops: hops, SuspectHop: -1}
 		if fwdHole >= 0 {
 			fp.SuspectHop = fwdHole
 		}
@@ -355,6 +406,27 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 	return t
 }
 
+// reverse is the success probability of the reply from peer (lbDst for
+// the VIP) to src, on the spine its own 5-tuple hashes to, and whether a
+// black hole eats it (hole >= 0).
+func (f *Fabric) reverse(src, peer int, sport, dstID uint64, x *faults) (ok float64, hole int) {
+	cfg := f.cfg
+	if peer != lbDst {
+		rs := int(hash(dstID, uint64(src), dport, sport, uint64(peer/cfg.NodesPerRack)) % uint64(cfg.Spines))
+		return f.oneWay(peer, src, rs, x, hash(dstID, uint64(src), dport, sport, 999))
+	}
+	ra := src / cfg.NodesPerRack
+	rs := int(hash(dstID, uint64(src), dport, sport, 7777) % uint64(cfg.Spines))
+	bg := 1 - cfg.Background
+	ok = bg * (1 - x.lb) * bg * (1 - x.spine[rs]) * (1 - x.link[linkKey(ra, rs, false)]) *
+		(1 - x.tor[ra]) * bg * (1 - x.host[src])
+	hole = -1
+	if rs == x.holeSpine && hash(dstID, uint64(src), dport, sport, 999)%8 == 0 {
+		hole = 1
+	}
+	return ok, hole
+}
+
 // hops is what a Paris traceroute of the flow sees: each router answers
 // from the interface facing the sender; the destination is the last hop.
 func (f *Fabric) hops(src, dst, s, hole int, rng *rand.Rand) []string {
@@ -364,6 +436,8 @@ func (f *Fabric) hops(src, dst, s, hole int, rng *rand.Rand) []string {
 	switch {
 	case dst == lbDst:
 		h = []string{f.torAddr[ra], f.spineDown[s][ra], f.vip}
+	case cfg.Flat:
+		h = []string{f.nodeAddr[dst]}
 	case dst/cfg.NodesPerRack == ra:
 		h = []string{f.torAddr[ra], f.nodeAddr[dst]}
 	default:
