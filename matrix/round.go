@@ -72,6 +72,7 @@ type linkSlot struct {
 type mixture struct {
 	flows int32
 	links []int32 // link ids, with repeats: weight = count / flows
+	ends  []int32 // where each sampled flow's middle ends in links
 }
 
 // maxMixFlows bounds the flows sampled per mixture; 64 flows see all of
@@ -351,6 +352,10 @@ func (m *Matrix) trace(r *round, tr *tracer, hops []int32, rf *rflow) {
 		chain = append(chain, d)
 	}
 	tr.chain = chain
+	if r.devLB[dst] {
+		r.vipTrace(chain, rf)
+		return
+	}
 	tr.addLinks(r)
 	if len(chain) < 2 { // only the source answered
 		rf.complete = false
@@ -383,6 +388,22 @@ func (m *Matrix) trace(r *round, tr *tracer, hops []int32, rf *rflow) {
 		rf.tail = lastKnown(chain)
 	}
 	rf.complete = complete
+}
+
+// vipTrace reads a trace to a VIP. It shows the path only up to the
+// address translation: the hops after it answer as the VIP (conntrack
+// rewrites their errors on the way back), and the leg to the backend and
+// the replies are hidden. The flow's loss may come from any of those, so
+// its links feed no fabric estimate and no vote: it counts in the LB
+// rule only. Its first hop still names the source's access device.
+func (r *round) vipTrace(chain []int32, rf *rflow) {
+	rf.complete = false
+	if len(chain) >= 2 && r.inFabric(chain[1], rf.src, rf.dst) {
+		rf.entry = chain[1]
+		if r.devAcc[rf.src] < 0 {
+			r.devAcc[rf.src] = chain[1]
+		}
+	}
 }
 
 // addLinks appends the links between the known consecutive devices of
@@ -489,7 +510,7 @@ func (r *round) addMixture(entry, exit int32, middle []int32) {
 			r.mixID[k] = id
 			if len(r.mixes) < cap(r.mixes) { // reuse last round's storage
 				r.mixes = r.mixes[:id+1]
-				r.mixes[id].flows, r.mixes[id].links = 0, r.mixes[id].links[:0]
+				r.mixes[id].flows, r.mixes[id].links, r.mixes[id].ends = 0, r.mixes[id].links[:0], r.mixes[id].ends[:0]
 			} else {
 				r.mixes = append(r.mixes, mixture{})
 			}
@@ -502,6 +523,7 @@ func (r *round) addMixture(entry, exit int32, middle []int32) {
 	}
 	mx.flows++
 	mx.links = append(mx.links, middle...)
+	mx.ends = append(mx.ends, int32(len(mx.links)))
 }
 
 // mixtureOf returns the mixture between entry and exit, or nil.

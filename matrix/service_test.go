@@ -43,17 +43,20 @@ func TestServiceVIPNotFabric(t *testing.T) {
 		cfg   matrixsim.Config
 		fault matrixsim.Fault
 		seeds uint64
+		// tie: the culprit may share the top score. Two nodes on one
+		// segment lose the same probes whichever NIC is broken (the
+		// Service's probes cannot tell either: their loss may lie past
+		// the VIP, where no trace sees), so both are named, equally.
+		tie bool
 	}{
-		// With two nodes a broken NIC under the API server is beyond
-		// telling: the other node's probes of the Service lose too, its
-		// own do not. Not a case.
-		{"flat 2 nodes, healthy", flat(2), matrixsim.Fault{Kind: matrixsim.Healthy}, 4},
-		{"flat 2 nodes, worker's NIC", flat(2), nic(1), 8},
-		{"flat 3 nodes, healthy", flat(3), matrixsim.Fault{Kind: matrixsim.Healthy}, 4},
-		{"flat 3 nodes, API server's NIC", flat(3), nic(0), 8},
-		{"flat 3 nodes, worker's NIC", flat(3), nic(2), 8},
-		{"routed, healthy", routed, matrixsim.Fault{Kind: matrixsim.Healthy}, 4},
-		{"routed, spine", routed, matrixsim.Fault{Kind: matrixsim.SpineLoss, Loss: 0.05, Spine: 1}, 20},
+		{"flat 2 nodes, healthy", flat(2), matrixsim.Fault{Kind: matrixsim.Healthy}, 4, false},
+		{"flat 2 nodes, worker's NIC", flat(2), nic(1), 8, true},
+		{"flat 2 nodes, API server's NIC", flat(2), nic(0), 8, true},
+		{"flat 3 nodes, healthy", flat(3), matrixsim.Fault{Kind: matrixsim.Healthy}, 4, false},
+		{"flat 3 nodes, API server's NIC", flat(3), nic(0), 8, false},
+		{"flat 3 nodes, worker's NIC", flat(3), nic(2), 8, false},
+		{"routed, healthy", routed, matrixsim.Fault{Kind: matrixsim.Healthy}, 4, false},
+		{"routed, spine", routed, matrixsim.Fault{Kind: matrixsim.SpineLoss, Loss: 0.05, Spine: 1}, 20, false},
 	} {
 		for _, vipFirst := range []bool{false, true} {
 			name := tc.name
@@ -84,7 +87,12 @@ func TestServiceVIPNotFabric(t *testing.T) {
 						}
 						continue
 					}
-					if len(d.Suspects) == 0 || d.Suspects[0].Kind != kind || d.Suspects[0].Name != culprit {
+					first := len(d.Suspects) > 0 && d.Suspects[0].Kind == kind && d.Suspects[0].Name == culprit
+					if !first && tc.tie {
+						i := slices.IndexFunc(d.Suspects, func(s matrix.Suspect) bool { return s.Kind == kind && s.Name == culprit })
+						first = i > 0 && d.Suspects[i].Score >= d.Suspects[0].Score-1e-9
+					}
+					if !first {
 						t.Errorf("seed %d: suspects %s, want %s/%s first", seed, suspects(d), kind, culprit)
 						continue
 					}
