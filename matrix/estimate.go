@@ -46,7 +46,31 @@ type estimator struct {
 	mixDone []bool
 	mixSent []float64
 	fill    []int32
+
+	// The reply paths' posteriors (see posteriors): each lossy flow's
+	// mixture (-1 for none), each incidence's weight from the forward
+	// path and access links alone, and where the incidence sits in the
+	// per-link lists.
+	lfMix    []int32
+	incBase  []float64
+	incPos   []int32
+	comps    [][]component // distinct reply middles, by mixture id
+	compDone []bool
+	ll       []float64 // posteriors' scratch, per component
+	acc      []float64 // posteriors' scratch, per link
 }
+
+// component is one distinct middle of a mixture: a reply path between
+// two access devices, and the share of the sampled flows that took it.
+type component struct {
+	links []int32
+	w     float64
+}
+
+// emRounds bounds the refits after the reply paths' posteriors change.
+const emRounds = 1
+
+
 
 type weighted struct {
 	link int32
@@ -57,7 +81,10 @@ type weighted struct {
 // one lost probe's worth of likelihood to leave zero.
 const estimatorRho = 1.0
 
-func (e *estimator) fit(r *round) {
+// fit fits the rates; background is the loss a healthy path may have
+// (Thresholds.Healthy), which the reply paths' posteriors assume of every
+// path.
+func (e *estimator) fit(r *round, background float64) {
 	nl := len(r.links)
 	e.q = resize(e.q, nl)
 	e.sent = resize(e.sent, nl)
@@ -65,12 +92,15 @@ func (e *estimator) fit(r *round) {
 	e.lossyFlows = resize(e.lossyFlows, nl)
 	e.cleanFlows = resize(e.cleanFlows, nl)
 	e.lf, e.fInc, e.incLink, e.incW = e.lf[:0], append(e.fInc[:0], 0), e.incLink[:0], e.incW[:0]
+	e.lfMix, e.incBase = e.lfMix[:0], e.incBase[:0]
 	e.mixW = slices.Grow(e.mixW[:0], len(r.mixes))[:len(r.mixes)] // storage reused by mixture
 	e.mixDone = resize(e.mixDone, len(r.mixes))
 	e.mixSent = resize(e.mixSent, len(r.mixes))
+	e.comps = slices.Grow(e.comps[:0], len(r.mixes))[:len(r.mixes)]
+	e.compDone = resize(e.compDone, len(r.mixes))
 	mixSent := e.mixSent
 
-	var inc []weighted
+	var inc []incidence
 	lastPair := int32(-1)
 	var rev reversePath
 	for fi := range r.flows {
@@ -91,9 +121,10 @@ func (e *estimator) fit(r *round) {
 		inc = inc[:0]
 		if f.lost > 0 {
 			for _, l := range fwd {
-				inc = addWeighted(inc, l, 1)
+				inc = addIncidence(inc, l, 1, 1)
 			}
 		}
+		mix := int32(-1)
 		// The reply's path. A flow that met no device before its
 		// target (a flat network) has none to come back through.
 		if f.complete && f.entry >= 0 && r.devHost[f.dst] {
@@ -105,24 +136,27 @@ func (e *estimator) fit(r *round) {
 				if l >= 0 {
 					e.sent[l] += n
 					if f.lost > 0 {
-						inc = addWeighted(inc, l, 1)
+						inc = addIncidence(inc, l, 1, 1)
 					}
 				}
 			}
 			if rev.mix >= 0 {
 				mixSent[rev.mix] += n
 				if f.lost > 0 {
+					mix = rev.mix
 					for _, w := range e.mixture(r, rev.mix) {
-						inc = addWeighted(inc, w.link, w.w)
+						inc = addIncidence(inc, w.link, w.w, 0)
 					}
 				}
 			}
 		}
 		if f.lost > 0 && len(inc) > 0 {
 			e.lf = append(e.lf, int32(fi))
+			e.lfMix = append(e.lfMix, mix)
 			for _, w := range inc {
 				e.incLink = append(e.incLink, w.link)
 				e.incW = append(e.incW, w.w)
+				e.incBase = append(e.incBase, w.base)
 			}
 			e.fInc = append(e.fInc, int32(len(e.incLink)))
 		}
@@ -148,10 +182,12 @@ func (e *estimator) fit(r *round) {
 	e.eLost = resize(e.eLost, len(e.incLink))
 	e.fill = append(e.fill[:0], e.eInc[:nl]...)
 	fill := e.fill
+	e.incPos = resize(e.incPos, len(e.incLink))
 	for k, fi := range e.lf {
 		lost := float64(r.flows[fi].lost)
 		for j := e.fInc[k]; j < e.fInc[k+1]; j++ {
 			l := e.incLink[j]
+			e.incPos[j] = fill[l]
 			e.eFlow[fill[l]] = int32(k)
 			e.eW[fill[l]] = e.incW[j]
 			e.eLost[fill[l]] = lost
@@ -177,7 +213,30 @@ func (e *estimator) fit(r *round) {
 		}
 	}
 	e.recompute()
-	for sweep := 0; sweep < 100; sweep++ {
+	// The first fit only seeds the posteriors, which move the weights it
+	// fits: a few sweeps do, and the last fit runs to convergence.
+	e.descend(nl, 30)
+	for range emRounds {
+		if !e.posteriors(r, background) {
+			break
+		}
+		e.recompute()
+		e.descend(nl, 100)
+	}
+	for k, fi := range e.lf {
+		l := float64(r.flows[fi].lost)
+		for j := e.fInc[k]; j < e.fInc[k+1]; j++ {
+			if lk := e.incLink[j]; e.lam[k] > 0 {
+				e.lost[lk] += l * e.incW[j] * e.q[lk] / e.lam[k]
+			}
+		}
+	}
+}
+
+// descend runs coordinate descent sweeps until no link's rate moves, at
+// most maxSweeps.
+func (e *estimator) descend(nl, maxSweeps int) {
+	for sweep := 0; sweep < maxSweeps; sweep++ {
 		delta := 0.0
 		for l := range nl {
 			if e.eInc[l] == e.eInc[l+1] {
@@ -193,17 +252,110 @@ func (e *estimator) fit(r *round) {
 			}
 		}
 		if delta < 1e-5 { // loss rates to 1e-5: below Healthy by 100x
-			break
+			return
 		}
 	}
+}
+
+// posteriors weighs each lossy flow's possible reply paths by how well
+// each explains its loss, where the first fit spread it by how often
+// sampled flows took each. A flow's reply takes one path, picked by its
+// own ECMP hash, the same for every probe of the flow: with two spines, a
+// flow whose forward path is clean but whose replies cross a lossy spine
+// loses at that spine's rate, and spreading that over both spines puts
+// half of it on the clean spine's links, which in a small fabric is
+// enough to name the clean spine or a ToR. The E step of an EM over the
+// mixture's components: posterior proportional to the component's share
+// times the Poisson likelihood of the flow's lost probes given the
+// current rates, every path also losing background. Without that floor
+// a path fitted at rate 0 would be impossible, and one lost probe of
+// background noise would move a flow's whole reply onto whichever path
+// the fit happened to give a trace of loss: a healthy fabric grew a
+// suspect that way. Clean flows keep the shares: their exposure is
+// spread as before. It reports whether any weight moved.
+func (e *estimator) posteriors(r *round, background float64) bool {
+	nl := len(r.links)
+	e.acc = resize(e.acc, nl)
+	moved := false
 	for k, fi := range e.lf {
-		l := float64(r.flows[fi].lost)
-		for j := e.fInc[k]; j < e.fInc[k+1]; j++ {
-			if lk := e.incLink[j]; e.lam[k] > 0 {
-				e.lost[lk] += l * e.incW[j] * e.q[lk] / e.lam[k]
+		m := e.lfMix[k]
+		if m < 0 {
+			continue
+		}
+		comps := e.components(r, m)
+		if len(comps) < 2 {
+			continue
+		}
+		f := &r.flows[fi]
+		n, lost := float64(f.sent), float64(f.lost)
+		a, b := e.fInc[k], e.fInc[k+1]
+		base := 0.0
+		for j := a; j < b; j++ {
+			base += e.incBase[j] * e.q[e.incLink[j]]
+		}
+		e.ll = slices.Grow(e.ll[:0], len(comps))[:len(comps)]
+		best := math.Inf(-1)
+		for ci, c := range comps {
+			qc := base
+			for _, l := range c.links {
+				qc += e.q[l]
+			}
+			lam := n * (background + qc)
+			e.ll[ci] = math.Log(c.w) + lost*math.Log(lam) - lam
+			best = max(best, e.ll[ci])
+		}
+		sum := 0.0
+		for ci := range comps {
+			e.ll[ci] = math.Exp(e.ll[ci] - best)
+			sum += e.ll[ci]
+		}
+		for ci, c := range comps {
+			for _, l := range c.links {
+				e.acc[l] += e.ll[ci] / sum
+			}
+		}
+		for j := a; j < b; j++ {
+			l := e.incLink[j]
+			w := e.incBase[j] + e.acc[l]
+			if d := w - e.incW[j]; d != 0 {
+				// A refit is worth its sweeps when some reply moved
+				// by a twentieth of a share.
+				moved = moved || math.Abs(d) > 0.05
+				e.sent[l] += n * d
+				e.incW[j], e.eW[e.incPos[j]] = w, w
+			}
+		}
+		for _, c := range comps {
+			for _, l := range c.links {
+				e.acc[l] = 0
 			}
 		}
 	}
+	return moved
+}
+
+// components returns mixture id's distinct middles and their shares.
+func (e *estimator) components(r *round, id int32) []component {
+	if e.compDone[id] {
+		return e.comps[id]
+	}
+	mx := &r.mixes[id]
+	cs := e.comps[id][:0]
+	start := int32(0)
+	for _, end := range mx.ends {
+		mid := mx.links[start:end]
+		start = end
+		if i := slices.IndexFunc(cs, func(c component) bool { return slices.Equal(c.links, mid) }); i >= 0 {
+			cs[i].w++
+			continue
+		}
+		cs = append(cs, component{links: mid, w: 1})
+	}
+	for i := range cs {
+		cs[i].w /= float64(mx.flows)
+	}
+	e.comps[id], e.compDone[id] = cs, true
+	return cs
 }
 
 func (e *estimator) recompute() {
@@ -286,6 +438,24 @@ func (e *estimator) mixture(r *round, id int32) []weighted {
 	slices.SortFunc(ws, func(a, b weighted) int { return int(a.link - b.link) })
 	e.mixW[id], e.mixDone[id] = ws, true
 	return ws
+}
+
+// incidence is one link of a lossy flow: its weight in the flow's rate,
+// and the part of it that is the forward path and access links.
+type incidence struct {
+	link    int32
+	w, base float64
+}
+
+func addIncidence(inc []incidence, l int32, w, base float64) []incidence {
+	for i := range inc {
+		if inc[i].link == l {
+			inc[i].w += w
+			inc[i].base += base
+			return inc
+		}
+	}
+	return append(inc, incidence{l, w, base})
 }
 
 func addWeighted(ws []weighted, l int32, w float64) []weighted {
