@@ -70,8 +70,6 @@ type component struct {
 // emRounds bounds the refits after the reply paths' posteriors change.
 const emRounds = 1
 
-
-
 type weighted struct {
 	link int32
 	w    float64

@@ -74,7 +74,7 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 	lbs := lbRule(r, th)
 	dps := dataplaneRule(r, th)
 	hosts := hostRule(r, th, rackOf)
-	e.fit(r)
+	e.fit(r, th.Healthy)
 	blames := vote(r, e, th)
 	fab := fabricSuspects(r, e, th)
 

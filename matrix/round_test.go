@@ -134,7 +134,7 @@ func TestOneHopFlowHasNoReversePath(t *testing.T) {
 	fresh, _ := m.fresh(t0)
 	r, e := &m.loc.r, &m.loc.e
 	m.build(r, fresh)
-	e.fit(r)
+	e.fit(r, m.cfg.Thresholds.Healthy)
 	a2, tor1 := r.devID["a2"], r.devID["tor1"]
 	if r.devAcc[a2] != tor1 || r.devAcc[r.devID["a1"]] != tor1 {
 		t.Fatalf("access devices of a1, a2 = %s, %s, want tor1", r.nameOr(r.devAcc[r.devID["a1"]]), r.nameOr(r.devAcc[a2]))

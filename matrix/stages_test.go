@@ -157,7 +157,7 @@ func TestVoteBlamesSharedLink(t *testing.T) {
 	fresh, _ := m.fresh(t0)
 	r, e := &m.loc.r, &m.loc.e
 	m.build(r, fresh)
-	e.fit(r)
+	e.fit(r, m.cfg.Thresholds.Healthy)
 	bl := vote(r, e, &m.cfg.Thresholds)
 	// tor1->s1 and s1->tor2 carry the same flows (two racks): 007 ties
 	// them and takes the first; they must explain all 32 lossy flows.
