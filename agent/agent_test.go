@@ -325,3 +325,48 @@ func grep(s, sub string) string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestAgentRefusingVIPIsLoss: a VIP that refuses new connections (a
+// RST, or kube-proxy's REJECT of a Service without endpoints) fails its
+// clients, so for an lb target a refused SYN is loss; an agent that
+// refuses (it is restarting) is no loss.
+func TestAgentRefusingVIPIsLoss(t *testing.T) {
+	needRoot(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().(*net.TCPAddr).Port
+	ln.Close() // nothing listens: the kernel answers SYNs with RST
+	_, base := loopbackAgent(t, `
+name: lo1
+class: node
+listen: 127.0.0.1:0
+probing: {interval: 50ms, timeout: 500ms, window: 10s, flows: 2, sourcePortBase: 62100, maxTargets: 4}
+targets:
+  - {name: restarting, address: 127.0.0.1, class: node, port: `+itoa(closed)+`, http2: none}
+  - {name: no-endpoints, address: 127.0.0.1, class: lb, port: `+itoa(closed)+`, http2: none}
+`)
+	deadline := time.Now().Add(5 * time.Second)
+	var syn map[string]api.Stats
+	for time.Now().Before(deadline) {
+		syn = map[string]api.Stats{}
+		for _, tg := range getObservations(t, base).Targets {
+			for _, p := range tg.Protocols {
+				if p.Protocol == "tcp_syn" {
+					syn[tg.Name] = p.Stats
+				}
+			}
+		}
+		if syn["restarting"].Sent >= 10 && syn["no-endpoints"].Sent >= 10 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if s := syn["restarting"]; s.Sent < 10 || s.Lost != 0 {
+		t.Errorf("a refusing node target: %+v, want 10+ sent and none lost", s)
+	}
+	if s := syn["no-endpoints"]; s.Sent < 10 || s.Lost != s.Sent {
+		t.Errorf("a refusing lb target: %+v, want every probe lost", s)
+	}
+}

@@ -207,6 +207,13 @@ func (a *Agent) loop(ctx context.Context, t *target, proto probe.Protocol, flow 
 }
 
 func (a *Agent) record(t *target, proto probe.Protocol, flow int, r probe.Result) {
+	if proto == probe.ProtocolTCPSYN && t.Class == config.ClassLB && refusedNewFlow(r) {
+		// A VIP that refuses a new connection, or whose kube-proxy
+		// rejects it (a Service without endpoints), fails its clients
+		// as surely as one that drops it: for an lb target that is
+		// loss. An agent that refuses (restarting) is no loss.
+		r.Outcome = probe.Lost
+	}
 	ps := t.protos[proto]
 	t.mu.Lock()
 	ps.flows[flow].add(a.now(), r)
@@ -225,4 +232,10 @@ func (a *Agent) SetLabels(l map[string]string) {
 	a.mu.Lock()
 	a.labels = maps.Clone(l)
 	a.mu.Unlock()
+}
+
+// refusedNewFlow reports whether r is a refusal: a RST or unreachable from
+// the target, or this host's firewall rejecting the SYN.
+func refusedNewFlow(r probe.Result) bool {
+	return r.Outcome == probe.Refused || r.Outcome == probe.LocalError && r.Reason == probe.ReasonRejected
 }

@@ -15,10 +15,18 @@ func privilegeError(proto string, err error) error {
 	return fmt.Errorf("%s raw socket: %w", proto, err)
 }
 
+// ReasonRejected is the reason of a probe this host's own firewall
+// refused to send: a send on a raw socket, whose opening already proved
+// CAP_NET_RAW, fails with EPERM only on a netfilter verdict, such as
+// kube-proxy's REJECT of a Service that has no endpoints.
+const ReasonRejected = "rejected"
+
 // sendReason maps a send error to a bounded metric label.
 func sendReason(err error) string {
 	switch {
-	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
+	case errors.Is(err, syscall.EPERM):
+		return ReasonRejected
+	case errors.Is(err, syscall.EACCES):
 		return "permission"
 	case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH):
 		return "no_route"

@@ -61,7 +61,7 @@ type Result struct {
 	Outcome Outcome
 	RTT     time.Duration // valid when Outcome.Reached()
 	// Reason is a short, bounded, metric-safe word for LocalError
-	// ("send", "permission", "no_route", ...).
+	// ("send", "rejected", "no_route", ...).
 	Reason string
 	Err    error
 }
