@@ -106,7 +106,7 @@ func lbRule(r *round, th *Thresholds) []candidate {
 			PValue: upperTail(float64(v.vip.lost), float64(v.vip.sent), th.Healthy)}
 		what := "backends' direct paths"
 		if len(v.backends) == 0 {
-			what = "the same sources' other paths"
+			what = "same sources' other paths"
 		}
 		if worse {
 			c.conf = conf
