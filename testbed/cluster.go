@@ -33,6 +33,10 @@ type ClusterSpec struct {
 	Prober, Pause string
 	// Image names the prober image, ProberImage by default.
 	Image string
+	// Users are extra API users, each with a token and no groups (grant
+	// them roles with RBAC), for clients such as a Prometheus; see
+	// Cluster.Credentials.
+	Users []string
 	// Dir holds the cluster's state, logs and images; a new temporary
 	// directory when empty, removed by Close.
 	Dir string

@@ -24,6 +24,12 @@ func (c *Cluster) prepare(ctx context.Context) error {
 	for _, n := range f.Nodes() {
 		ids[nodeUser(n.Name)] = []string{"system:nodes"}
 	}
+	for _, u := range c.spec.Users {
+		if _, dup := ids[u]; dup || u == "" || strings.ContainsAny(u, ",\"\n") {
+			return fmt.Errorf("cluster: user %q: empty, reserved or not a plain name", u)
+		}
+		ids[u] = nil
+	}
 	var err error
 	c.pki, err = writeClusterPKI(filepath.Join(c.Dir, "pki"), []netip.Addr{f.ControlPlane.Addr, f.VIP, KubernetesServiceIP}, ids)
 	if err != nil {

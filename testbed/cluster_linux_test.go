@@ -47,7 +47,7 @@ func TestCluster(t *testing.T) {
 	c, err := testbed.StartCluster(ctx, testbed.ClusterSpec{
 		Fabric:  lab.Spec{Prefix: labtest.Prefix(t), Spines: 2, Racks: 2, NodesPerRack: 2, Zones: 2},
 		KubeDir: kube, Prober: bin["prober"], Pause: bin["pause"],
-		Out: testWriter{t},
+		Users: []string{"prometheus"}, Out: testWriter{t},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -83,8 +83,42 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &clusterRun{t: t, c: c, matrix: testbed.MatrixClient{Base: "http://" + matrixAddr.String(), Client: c.HTTPClient(5 * time.Second)}}
-	agents := r.expectedAgents(ctx)
-	r.waitFor(ctx, time.Minute, "the matrix to see every agent", func(v testbed.MatrixView, _ matrix.Diagnosis) error {
+	r.waitAgents(ctx, t, "the matrix to see every agent")
+
+	prom := r.startPrometheus(ctx, kube, dir)
+
+	t.Run("healthy", func(t *testing.T) { r.healthy(ctx, t, 3*time.Minute) })
+	if rss, err := c.RSS(); err == nil {
+		t.Logf("the cluster's processes (daemons, containers) use %d MiB of RSS", rss>>20)
+	}
+	t.Run("seed 004: a lossy spine", func(t *testing.T) { r.seed004(ctx, t, prom) })
+	t.Run("seed 001: the API server's LB forgets established flows", func(t *testing.T) { r.seed001(ctx, t) })
+	t.Run("seed 002: a Service loses its endpoints", func(t *testing.T) { r.seed002(ctx, t) })
+	t.Run("churn: a node removed, a prober pod deleted", func(t *testing.T) { r.churn(ctx, t) })
+}
+
+// expectedAgents are the names of every agent: each Node's node agent
+// (its node name) and each prober-pod pod.
+func (r *clusterRun) expectedAgents(ctx context.Context, t *testing.T) []string {
+	t.Helper()
+	nodes, err := r.c.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := r.podAgents(ctx, t)
+	for n := range nodes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// waitAgents waits until the agents the matrix holds fresh are exactly
+// those of the cluster: every Node's and every prober-pod pod's.
+func (r *clusterRun) waitAgents(ctx context.Context, t *testing.T, what string) {
+	t.Helper()
+	agents := r.expectedAgents(ctx, t)
+	r.waitFor(ctx, t, time.Minute, what, func(v testbed.MatrixView, _ matrix.Diagnosis) error {
 		var fresh []string
 		for _, a := range v.Agents {
 			if a.State == "fresh" {
@@ -97,23 +131,6 @@ func TestCluster(t *testing.T) {
 		}
 		return nil
 	})
-
-	t.Run("healthy", func(t *testing.T) { r.healthy(ctx, t, 3*time.Minute) })
-}
-
-// expectedAgents are the names of every agent: each node's node agent
-// (its node name) and each prober-pod pod.
-func (r *clusterRun) expectedAgents(ctx context.Context) []string {
-	out, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=pod", "-o", "jsonpath={.items[*].metadata.name}")
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	names := strings.Fields(out)
-	for _, n := range r.c.Fabric.Nodes() {
-		names = append(names, n.Name)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // healthy watches the matrix for d: no suspect, no lost probe in any cell,
@@ -155,8 +172,8 @@ func (r *clusterRun) get(ctx context.Context, t *testing.T) (testbed.MatrixView,
 }
 
 // waitFor polls the matrix every 2 s until cond returns nil.
-func (r *clusterRun) waitFor(ctx context.Context, within time.Duration, what string, cond func(testbed.MatrixView, matrix.Diagnosis) error) time.Duration {
-	r.t.Helper()
+func (r *clusterRun) waitFor(ctx context.Context, t *testing.T, within time.Duration, what string, cond func(testbed.MatrixView, matrix.Diagnosis) error) time.Duration {
+	t.Helper()
 	start := time.Now()
 	var last error
 	for time.Since(start) < within {
@@ -164,13 +181,13 @@ func (r *clusterRun) waitFor(ctx context.Context, within time.Duration, what str
 		d, errD := r.matrix.Diagnosis(ctx)
 		if last = cmpErr(errV, errD); last == nil {
 			if last = cond(v, d); last == nil {
-				r.t.Logf("%s: %v", what, time.Since(start).Round(time.Second))
+				t.Logf("%s: %v", what, time.Since(start).Round(time.Second))
 				return time.Since(start)
 			}
 		}
 		sleep(ctx, 2*time.Second)
 	}
-	r.t.Fatalf("%s: not within %v: %v", what, within, last)
+	t.Fatalf("%s: not within %v: %v", what, within, last)
 	return 0
 }
 

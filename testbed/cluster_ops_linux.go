@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -123,10 +124,10 @@ func (c *Cluster) Forward(ctx context.Context, listen, namespace, service string
 }
 
 // RemoveNode takes a node out of the cluster as an operator does: drain
-// it (its DaemonSet pods stay), delete its Node, and once the API server
-// no longer has it, power it off: its daemons and containers stop. The
-// node's namespace stays on the fabric, a machine out of the cluster.
-func (c *Cluster) RemoveNode(ctx context.Context, name string) error {
+// it (its DaemonSet pods stay), delete its Node, and grace after the API
+// server no longer has it, power it off: its daemons and containers stop.
+// The node's namespace stays on the fabric, a machine out of the cluster.
+func (c *Cluster) RemoveNode(ctx context.Context, name string, grace time.Duration) error {
 	c.mu.Lock()
 	n, ok := c.nodes[name]
 	c.mu.Unlock()
@@ -142,6 +143,10 @@ func (c *Cluster) RemoveNode(ctx context.Context, name string) error {
 	c.mu.Lock()
 	delete(c.nodes, name)
 	c.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case <-time.After(grace):
+	}
 	return n.powerOff()
 }
 
@@ -161,4 +166,44 @@ func (c *Cluster) nodeNames() []string {
 // "kube-controller-manager", "kube-scheduler" on "cp".
 func (c *Cluster) LogPath(host, component string) string {
 	return filepath.Join(c.path("logs"), host+"-"+component+".log")
+}
+
+// Credentials returns what a client in the control plane's namespace
+// needs to reach the API server as user (the admin, or one of
+// ClusterSpec.Users): its URL, the CA file, and a file holding the
+// user's bearer token.
+func (c *Cluster) Credentials(user string) (server, caFile, tokenFile string, err error) {
+	tok, ok := c.pki.tokens[user]
+	if !ok {
+		return "", "", "", fmt.Errorf("cluster: no user %q (add it to ClusterSpec.Users)", user)
+	}
+	tokenFile = c.path("pki", user+".token")
+	if err := os.WriteFile(tokenFile, []byte(tok), 0o600); err != nil {
+		return "", "", "", err
+	}
+	return fmt.Sprintf("https://127.0.0.1:%d", lab.APIServerPort), c.pki.path(pkiCA), tokenFile, nil
+}
+
+// RSS is the resident memory of every process the cluster runs: its
+// daemons, containerd's shims and the containers.
+func (c *Cluster) RSS() (uint64, error) {
+	pids, err := cgroupPids(filepath.Join(c.cgroups.unified, cgroupDir(c.spec.Fabric.Prefix)))
+	if err != nil {
+		return 0, err
+	}
+	var total uint64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				var kb uint64
+				fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+				total += kb << 10
+			}
+		}
+	}
+	return total, nil
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # build.sh builds the control plane (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler), the node daemons (kubelet,
-# kube-proxy) and kubectl at the version pinned in hack/kube/go.mod into a
+# kube-proxy) and kubectl at the version pinned in hack/kube/go.mod, and
+# upstream's prometheus (below), into a
 # cache directory outside the tree, and prints that directory. A second run
 # finds the binaries and returns at once; a cold build takes minutes (see
 # ../../docs/performance.md).
@@ -14,13 +15,19 @@ cd "$(dirname "$0")"
 GO=${GO:-go}
 version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2 } $1 == "require" && $2 == "k8s.io/kubernetes" { print $3 }' go.mod)
 [ -n "$version" ] || { echo "hack/kube: no k8s.io/kubernetes version in go.mod" >&2; exit 1; }
-# The directory name also carries a hash of go.sum, so changing a pin
-# (etcd's, say) rebuilds instead of reusing stale binaries.
-sum=$(cat go.mod go.sum 2>/dev/null | cksum | cut -d' ' -f1)
+# The cluster test's Prometheus: upstream's, because Debian's prometheus
+# package has no Kubernetes service discovery (its NEWS.Debian: removed for
+# client-go's dependencies). Only that discovery is compiled in.
+prometheus_version=v0.316.0
+prometheus_tags=remove_all_sd,enable_kubernetes_sd
+# The directory name also carries a hash of go.sum and the Prometheus pin,
+# so changing a pin (etcd's, say) rebuilds instead of reusing stale
+# binaries.
+sum=$( (cat go.mod go.sum; echo "$prometheus_version $prometheus_tags") 2>/dev/null | cksum | cut -d' ' -f1)
 dir=${PROBER_KUBE_ASSETS:-$($GO env GOCACHE)/../prober-kube/$version-$sum}
 cmds="etcd kubectl kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy"
 cached() {
-	for cmd in $cmds; do
+	for cmd in $cmds prometheus; do
 		[ -x "$dir/$cmd" ] || return 1
 	done
 }
@@ -53,9 +60,14 @@ start=$(date +%s)
 # shellcheck disable=SC2086
 CGO_ENABLED=0 $GO build -trimpath -ldflags "$ldflags" -o "$tmp/" $pkgs
 echo "hack/kube: built in $(( $(date +%s) - start ))s" >&2
+echo "hack/kube: building prometheus $prometheus_version (Kubernetes discovery only)" >&2
+start=$(date +%s)
+GOBIN="$tmp" CGO_ENABLED=0 $GO install -trimpath -tags "$prometheus_tags" -ldflags "-s -w" \
+	"github.com/prometheus/prometheus/cmd/prometheus@$prometheus_version"
+echo "hack/kube: built prometheus in $(( $(date +%s) - start ))s" >&2
 # Publish all at once so a concurrent or interrupted build never leaves a
 # half-filled directory that looks complete.
-for cmd in $cmds; do
+for cmd in $cmds prometheus; do
 	mv "$tmp/$cmd" "$dir/$cmd"
 done
 echo "$dir"

@@ -1,0 +1,500 @@
+package testbed_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/dashboards/dashtest"
+	"github.com/netprober/prober/lab"
+	"github.com/netprober/prober/matrix"
+	"github.com/netprober/prober/peers/peerstest"
+	"github.com/netprober/prober/testbed"
+)
+
+// startPrometheus runs upstream Prometheus (hack/kube/build.sh builds it:
+// Debian's has no Kubernetes discovery) in the control plane's namespace,
+// scraping the cluster with dashboards/prometheus-scrape.yaml, the
+// scrape configuration docs/dashboards.md gives users, and evaluating
+// the alert rules.
+func (r *clusterRun) startPrometheus(ctx context.Context, kube, dir string) *testbed.Prometheus {
+	t := r.t
+	// Prometheus's own ServiceAccount would get this role in the cluster.
+	rbac := `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: prometheus}
+rules:
+  - apiGroups: [""]
+    resources: [pods]
+    verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: prometheus}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: prometheus}
+subjects:
+  - {kind: User, name: prometheus, apiGroup: rbac.authorization.k8s.io}
+`
+	if out, err := r.c.KubectlStdin(ctx, []byte(rbac), "apply", "-f", "-"); err != nil {
+		t.Fatalf("prometheus RBAC: %v\n%s", err, out)
+	}
+	server, ca, token, err := r.c.Credentials("prometheus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(peerstest.RepoFile(t, "dashboards/prometheus-scrape.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scrape struct {
+		ScrapeConfigs []map[string]any `json:"scrape_configs"`
+	}
+	if err := yaml.UnmarshalStrict(b, &scrape); err != nil {
+		t.Fatalf("dashboards/prometheus-scrape.yaml: %v", err)
+	}
+	for _, job := range scrape.ScrapeConfigs {
+		// From outside the cluster: the API server, its CA, a token.
+		sds, _ := job["kubernetes_sd_configs"].([]any)
+		for _, sd := range sds {
+			m := sd.(map[string]any)
+			m["api_server"] = server
+			m["tls_config"] = map[string]any{"ca_file": ca}
+			m["authorization"] = map[string]any{"credentials_file": token}
+		}
+		job["scrape_interval"], job["scrape_timeout"] = "2s", "1500ms"
+	}
+	prom, err := testbed.StartPrometheus(ctx, r.c.Fabric, testbed.PrometheusSpec{
+		Host: lab.ControlPlaneName, Path: kube + "/prometheus", TempDir: dir,
+		Config: map[string]any{
+			"global":         map[string]string{"scrape_interval": "2s", "evaluation_interval": "2s"},
+			"rule_files":     []string{peerstest.RepoFile(t, "dashboards/alerts.yaml")},
+			"scrape_configs": scrape.ScrapeConfigs,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := prom.Close(); err != nil {
+			t.Errorf("prometheus: %v", err)
+		}
+	})
+	return prom
+}
+
+// innocent reports whether s names something other than the device
+// culprit or one of its links.
+func innocent(s matrix.Suspect, culprit string) bool {
+	switch s.Kind {
+	case matrix.KindDevice:
+		return s.Name != culprit
+	case matrix.KindLink:
+		from, to, _ := strings.Cut(s.Name, "->")
+		return from != culprit && to != culprit
+	}
+	return true
+}
+
+// seed004 is seed 004's fault: some devices in one layer drop packets;
+// here one spine drops 5% of what it forwards. The matrix must name it
+// within 60 s and never list an innocent suspect at 0.1 or more; then
+// every dashboard panel must return data in the real Prometheus and the
+// suspect alert must trip for the spine.
+func (r *clusterRun) seed004(ctx context.Context, t *testing.T, prom *testbed.Prometheus) {
+	const spine = "spine1"
+	fault := lab.Fault{Kind: lab.FaultDeviceLoss, Device: spine, Permille: 50}
+	r.inject(ctx, t, fault)
+	start := time.Now()
+	var named time.Duration
+	for time.Since(start) < 60*time.Second || named > 0 && time.Since(start) < named+30*time.Second {
+		_, d := r.get(ctx, t)
+		for _, s := range d.Suspects {
+			if s.Score >= 0.1 && innocent(s, spine) {
+				t.Fatalf("%v after %s: an innocent suspect scores %.2f: %s", time.Since(start).Round(time.Second), fault, s.Score, describe(d))
+			}
+		}
+		if named == 0 && len(d.Suspects) > 0 && d.Suspects[0].Kind == matrix.KindDevice && d.Suspects[0].Name == spine {
+			named = time.Since(start)
+			t.Logf("the matrix names %s %v after the fault: %s", spine, named.Round(time.Second), describe(d))
+		}
+		sleep(ctx, 2*time.Second)
+	}
+	if named == 0 {
+		_, d := r.get(ctx, t)
+		t.Fatalf("%s not named within 60 s: %s", spine, describe(d))
+	}
+	r.checkDashboards(ctx, t, prom, spine)
+	r.clear(ctx, t)
+}
+
+// checkDashboards asks the real Prometheus every dashboard panel's and
+// variable's query, and checks the alerts, while spine is lossy.
+func (r *clusterRun) checkDashboards(ctx context.Context, t *testing.T, prom *testbed.Prometheus, spine string) {
+	o := dashtest.Options{
+		URL: prom.URL(), Client: prom.Client().HTTP, Dashboards: os.DirFS(peerstest.RepoFile(t, "dashboards")),
+		Values: map[string]string{"node": "n11", "path": "node_to_node", "protocol": "tcp_syn",
+			"__rate_interval": "8s", "__interval": "2s", "__range": "1m"},
+		// The rules' for: durations are minutes: pending is enough here.
+		Firing: []dashtest.Alert{{Name: "ProberSuspect", Match: func(l map[string]string) bool { return l["name"] == spine }}},
+		Quiet:  []string{"ProberMatrixAbsent", "ProberAgentsMissing", "ProberEstablishedFlowBlackhole"},
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	var problems, notes []string
+	for {
+		problems, notes = dashtest.Check(ctx, o)
+		if len(problems) == 0 || time.Now().After(deadline) {
+			break
+		}
+		sleep(ctx, 3*time.Second)
+	}
+	for _, n := range notes {
+		t.Log(n)
+	}
+	for _, p := range problems {
+		t.Errorf("dashboards in the real cluster's Prometheus: %s", p)
+	}
+}
+
+// seed001 is seed 001's fault on the real path: the LB in front of the
+// API server, through which the kubelets reach it, forgets the flows it
+// tracked; new flows pass. The node agents must report the black hole
+// within 10 s with tcp_syn to the VIP clean, the matrix name an lb, and
+// prober be first: before the kubelets' own HTTP/2 health check notices
+// (about 45 s) and before any Node goes NotReady.
+func (r *clusterRun) seed001(ctx context.Context, t *testing.T) {
+	nodes := r.c.Fabric.Nodes()
+	fault := lab.Fault{Kind: lab.FaultLBForget}
+	r.inject(ctx, t, fault)
+	start := time.Now()
+	var agents, lb, notReady time.Duration
+	notReadyNode := ""
+	for time.Since(start) < 90*time.Second {
+		if agents == 0 {
+			n := 0
+			for _, h := range nodes {
+				obs, err := r.observations(ctx, h.Addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, tg := range obs.Targets {
+					if tg.Name == "apiserver-lb" && tg.EstablishedFlowBlackhole {
+						n++
+					}
+				}
+			}
+			if n == len(nodes) {
+				agents = time.Since(start)
+			} else if time.Since(start) > 10*time.Second {
+				t.Fatalf("%d of %d node agents report the established-flow black hole 10 s after %s", n, len(nodes), fault)
+			}
+		}
+		v, d := r.get(ctx, t)
+		for _, c := range v.Groups {
+			if c.Target == "apiserver-lb" && c.Protocol == "tcp_syn" && c.Lost > 0 {
+				t.Fatalf("tcp_syn %s -> %s lost %d of %d under %s: new flows must pass", c.Source, c.Target, c.Lost, c.Sent, fault)
+			}
+		}
+		if lb == 0 && slices.ContainsFunc(d.Suspects, func(s matrix.Suspect) bool { return s.Kind == matrix.KindLB }) {
+			lb = time.Since(start)
+		}
+		for _, s := range d.Suspects {
+			if s.Kind != matrix.KindLB && s.Score >= 0.1 {
+				t.Errorf("under %s the matrix also names %s %s (%.2f)", fault, s.Kind, s.Name, s.Score)
+			}
+		}
+		if notReady == 0 {
+			states, err := r.c.Nodes(ctx)
+			if err == nil {
+				for name, st := range states {
+					if st != "True" {
+						notReady, notReadyNode = time.Since(start), name
+					}
+				}
+			}
+		}
+		if agents > 0 && lb > 0 && time.Since(start) > 60*time.Second {
+			break // the kubelets have had their 45 s
+		}
+		sleep(ctx, time.Second)
+	}
+	lease, lost := r.kubeletNoticed(t, start)
+	t.Logf("seed 001: node agents report the black hole %v after the fault, the matrix names the LB %v after; "+
+		"kubelets: first failed lease renewal %s, HTTP/2 connection declared lost %s; first Node NotReady: %s",
+		agents.Round(100*time.Millisecond), lb.Round(100*time.Millisecond), since(lease, start), since(lost, start),
+		map[bool]string{true: fmt.Sprintf("%s after %v", notReadyNode, notReady.Round(time.Second)), false: "none within 90 s"}[notReady > 0])
+	if lb == 0 {
+		t.Errorf("the matrix named no lb under %s", fault)
+	}
+	if notReady > 0 && notReady <= agents {
+		t.Errorf("a Node went NotReady (%v) before prober reported (%v)", notReady, agents)
+	}
+	if !lost.IsZero() && lost.Sub(start) <= agents {
+		t.Errorf("a kubelet noticed (%v) before prober (%v)", lost.Sub(start), agents)
+	}
+	r.clear(ctx, t)
+	r.waitFor(ctx, t, 2*time.Minute, "every Node Ready again", func(testbed.MatrixView, matrix.Diagnosis) error {
+		states, err := r.c.Nodes(ctx)
+		if err != nil {
+			return err
+		}
+		for name, st := range states {
+			if st != "True" {
+				return fmt.Errorf("%s is %s", name, st)
+			}
+		}
+		return nil
+	})
+}
+
+// kubeletNoticed reads the kubelets' logs for their first failed lease
+// renewal and their first HTTP/2 connection declared lost after start.
+func (r *clusterRun) kubeletNoticed(t *testing.T, start time.Time) (lease, lost time.Time) {
+	// klog: "E1124 03:35:11.459605 ..." in local time, no year.
+	header := regexp.MustCompile(`^[IWEF](\d{4} \d{2}:\d{2}:\d{2}\.\d{6})`)
+	first := func(at *time.Time, ts time.Time) {
+		if ts.After(start) && (at.IsZero() || ts.Before(*at)) {
+			*at = ts
+		}
+	}
+	for _, h := range r.c.Fabric.Nodes() {
+		f, err := os.Open(r.c.LogPath(h.Name, "kubelet"))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			m := header.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			ts, err := time.ParseInLocation("2006 0102 15:04:05.000000", fmt.Sprint(start.Year())+" "+m[1], time.Local)
+			if err != nil {
+				continue
+			}
+			switch {
+			case strings.Contains(line, "Failed to update lease"):
+				first(&lease, ts)
+			case strings.Contains(line, "http2: client connection lost"):
+				first(&lost, ts)
+			}
+		}
+		f.Close()
+	}
+	return lease, lost
+}
+
+func since(at, start time.Time) string {
+	if at.IsZero() {
+		return "never"
+	}
+	return fmt.Sprintf("%v after", at.Sub(start).Round(100*time.Millisecond))
+}
+
+// seed002 is seed 002's fault: a Service's endpoints vanish while its
+// pods stay Ready (here its selector changes, as the endpoints
+// controller's bug had the same effect). The VIP fails, the direct paths
+// to its pods stay clean, and the matrix names the Service, not the
+// fabric; with the endpoints back the suspect clears.
+func (r *clusterRun) seed002(ctx context.Context, t *testing.T) {
+	const svc = "prober/web"
+	manifest := `apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: prober
+  annotations: {prober.netprober.io/probe: "true"}
+spec:
+  selector: {app.kubernetes.io/name: prober, app.kubernetes.io/component: pod}
+  ports:
+    - {name: http, port: 80, targetPort: 9808, protocol: TCP}
+`
+	if out, err := r.c.KubectlStdin(ctx, []byte(manifest), "apply", "-f", "-"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	defer r.c.Kubectl(ctx, "-n", "prober", "delete", "service", "web", "--wait=false")
+	pods := r.podAgents(ctx, t)
+	r.waitFor(ctx, t, 90*time.Second, "the agents probing "+svc+" and reporting its backends", func(v testbed.MatrixView, _ matrix.Diagnosis) error {
+		n := 0
+		for _, c := range v.Groups {
+			if c.Target == svc && c.Protocol == "tcp_syn" && c.Sent > 0 {
+				n++
+			}
+		}
+		if n < len(r.c.Fabric.Nodes()) {
+			return fmt.Errorf("%d sources probe %s", n, svc)
+		}
+		obs, err := r.observations(ctx, r.c.Fabric.Nodes()[0].Addr)
+		if err != nil {
+			return err
+		}
+		for _, tg := range obs.Targets {
+			if tg.Name == svc {
+				if !slices.Equal(tg.Backends, pods) {
+					return fmt.Errorf("backends %v, want %v", tg.Backends, pods)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no target %s", svc)
+	})
+	if out, err := r.c.Kubectl(ctx, "-n", "prober", "patch", "service", "web", "-p", `{"spec":{"selector":{"app.kubernetes.io/component":"none"}}}`); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	start := time.Now()
+	r.waitFor(ctx, t, 60*time.Second, "the matrix to name "+svc, func(v testbed.MatrixView, d matrix.Diagnosis) error {
+		for _, c := range v.Groups {
+			if strings.HasSuffix(c.Path, "_to_pod") && c.Lost > 0 {
+				t.Fatalf("%s -> %s (%s %s) lost %d: the pods' direct paths must stay clean", c.Source, c.Target, c.Path, c.Protocol, c.Lost)
+			}
+		}
+		for _, s := range d.Suspects {
+			if s.Kind != matrix.KindLB && s.Score >= 0.1 {
+				t.Fatalf("the fabric is blamed: %s", describe(d))
+			}
+		}
+		if len(d.Suspects) == 0 || d.Suspects[0].Kind != matrix.KindLB || d.Suspects[0].Name != svc {
+			return fmt.Errorf("suspects:%s", describe(d))
+		}
+		return nil
+	})
+	t.Logf("seed 002: %s named %v after its endpoints vanished", svc, time.Since(start).Round(time.Second))
+	if out, err := r.c.Kubectl(ctx, "-n", "prober", "patch", "service", "web", "-p", `{"spec":{"selector":{"app.kubernetes.io/component":"pod"}}}`); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	r.waitClean(ctx, t, "the suspect clears with the endpoints back")
+}
+
+// churn takes a node out of the cluster (drained, deleted, powered off)
+// and deletes a prober pod elsewhere: neither may count as loss, nor
+// raise a suspect.
+func (r *clusterRun) churn(ctx context.Context, t *testing.T) {
+	out, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=matrix", "-o", "jsonpath={.items[0].spec.nodeName}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	matrixNode := strings.TrimSpace(out)
+	var gone, other string
+	for _, h := range slices.Backward(r.c.Fabric.Nodes()) {
+		switch {
+		case gone == "" && h.Name != matrixNode:
+			gone = h.Name
+		case other == "" && h.Name != gone:
+			other = h.Name
+		}
+	}
+	pod, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=pod",
+		"--field-selector", "spec.nodeName="+other, "-o", "jsonpath={.items[0].metadata.name}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	// An operator powers a machine off some seconds after deleting its
+	// Node, not in the same instant.
+	if err := r.c.RemoveNode(ctx, gone, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := r.c.Kubectl(ctx, "-n", "prober", "delete", "pod", strings.TrimSpace(pod)); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Logf("%s drained, deleted and powered off, %s deleted, in %v", gone, pod, time.Since(start).Round(time.Second))
+	if out, err := r.c.Kubectl(ctx, "-n", "prober", "rollout", "status", "daemonset/prober-pod", "--timeout=2m"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// A window from the churn: anything lost then would still show.
+	for time.Since(start) < 75*time.Second {
+		v, d := r.get(ctx, t)
+		if len(d.Suspects) > 0 {
+			t.Fatalf("suspect after churn: %s", describe(d))
+		}
+		for _, c := range v.Groups {
+			if c.Lost > 0 {
+				t.Fatalf("after churn: %s -> %s %s %s lost %d of %d", c.Source, c.Target, c.Path, c.Protocol, c.Lost, c.Sent)
+			}
+		}
+		sleep(ctx, 2*time.Second)
+	}
+	r.waitAgents(ctx, t, "the matrix to see exactly the agents left")
+}
+
+func (r *clusterRun) inject(ctx context.Context, t *testing.T, f lab.Fault) {
+	if err := r.c.Fabric.Inject(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("injected %s", f)
+}
+
+// clear removes the faults and waits for a clean matrix.
+func (r *clusterRun) clear(ctx context.Context, t *testing.T) {
+	if err := r.c.Fabric.Clear(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.waitClean(ctx, t, "a clean matrix after the fault")
+}
+
+// waitClean waits until no suspect and no lost probe remain: the windows
+// must forget the fault (one window, 60 s by default, and the black-hole
+// report's hold).
+func (r *clusterRun) waitClean(ctx context.Context, t *testing.T, what string) {
+	r.waitFor(ctx, t, 150*time.Second, what, func(v testbed.MatrixView, d matrix.Diagnosis) error {
+		if len(d.Suspects) > 0 {
+			return fmt.Errorf("suspects:%s", describe(d))
+		}
+		for _, c := range v.Groups {
+			if c.Lost > 0 {
+				return fmt.Errorf("%s -> %s %s lost %d", c.Source, c.Target, c.Protocol, c.Lost)
+			}
+		}
+		return nil
+	})
+}
+
+// podAgents are the prober-pod pods' names, sorted.
+func (r *clusterRun) podAgents(ctx context.Context, t *testing.T) []string {
+	out, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=pod", "-o", "jsonpath={.items[*].metadata.name}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := strings.Fields(out)
+	slices.Sort(names)
+	return names
+}
+
+// observations reads a node agent's report through the fabric.
+func (r *clusterRun) observations(ctx context.Context, node netip.Addr) (api.Observations, error) {
+	var obs api.Observations
+	err := getJSON(ctx, r.c, "http://"+netip.AddrPortFrom(node, 9808).String()+api.ObservationsPath, &obs)
+	return obs, err
+}
+
+func getJSON(ctx context.Context, c *testbed.Cluster, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	client := c.HTTPClient(5 * time.Second)
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
