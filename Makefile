@@ -11,12 +11,16 @@ IMAGE     ?= ghcr.io/netprober/prober:$(VERSION)
 # this; the bound is there so a hung test fails instead of hanging CI.
 TEST_TIMEOUT ?= 60m
 
-.PHONY: all build test demo lint bench fuzz image deps clean kube
+.PHONY: all build pause test demo demo-cluster lint bench fuzz image deps clean kube
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/prober
+
+# pause is the sandbox binary of the real cluster's pods (testbed/pause).
+pause:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(dir $(BIN))pause ./testbed/pause
 
 # deps installs what the tests and the demo need beyond Go. The lab builds its
 # namespaces through netlink and nftables from Go, so a machine needs no
@@ -42,6 +46,13 @@ kube:
 
 demo: deps build
 	$(BIN) lab demo
+
+# demo-cluster runs prober as it ships on a real Kubernetes cluster built
+# in network namespaces: the pinned kubelet, kube-proxy and control plane
+# (hack/kube/build.sh: minutes cold, cached after), containerd, deploy/
+# applied with kubectl; then a spine breaks. Ctrl-C cleans up.
+demo-cluster: deps build pause
+	$(BIN) lab cluster --kube-bin "$$(GO=$(GO) sh hack/kube/build.sh)" --pause $(dir $(BIN))pause
 
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -126,4 +127,90 @@ func (c *Cluster) waitNodesReady(ctx context.Context) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// WaitRollout waits until every DaemonSet and Deployment in namespace
+// has all its pods Ready, printing each pod as it becomes Ready: what a
+// person watching a fresh install wants to see.
+func (c *Cluster) WaitRollout(ctx context.Context, namespace string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	seen := map[string]bool{}
+	for {
+		pending, err := c.rollout(ctx, namespace, seen)
+		if err == nil && pending == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = errors.New(pending)
+			}
+			return fmt.Errorf("rollout in %s not done after %v: %w", namespace, within, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// rollout prints the pods of namespace that became Ready since seen and
+// says what is still pending ("" when nothing).
+func (c *Cluster) rollout(ctx context.Context, namespace string, seen map[string]bool) (string, error) {
+	out, err := c.Kubectl(ctx, "-n", namespace, "get", "pods,daemonsets,deployments", "-o", "json")
+	if err != nil {
+		return "", err
+	}
+	var list struct {
+		Items []struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Spec struct {
+				NodeName string `json:"nodeName"`
+				Replicas *int   `json:"replicas"`
+			} `json:"spec"`
+			Status struct {
+				PodIP      string `json:"podIP"`
+				Conditions []struct {
+					Type, Status string
+				} `json:"conditions"`
+				DesiredNumberScheduled int `json:"desiredNumberScheduled"`
+				NumberReady            int `json:"numberReady"`
+				UpdatedNumberScheduled int `json:"updatedNumberScheduled"`
+				ReadyReplicas          int `json:"readyReplicas"`
+				UpdatedReplicas        int `json:"updatedReplicas"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		return "", fmt.Errorf("kubectl get: %w", err)
+	}
+	var pending []string
+	for _, it := range list.Items {
+		st := it.Status
+		switch it.Kind {
+		case "Pod":
+			for _, cond := range st.Conditions {
+				if cond.Type == "Ready" && cond.Status == "True" && !seen[it.Metadata.Name] {
+					seen[it.Metadata.Name] = true
+					fmt.Fprintf(c.out, "    %s Ready on %s (%s)\n", it.Metadata.Name, it.Spec.NodeName, st.PodIP)
+				}
+			}
+		case "DaemonSet":
+			if st.DesiredNumberScheduled == 0 || st.NumberReady < st.DesiredNumberScheduled || st.UpdatedNumberScheduled < st.DesiredNumberScheduled {
+				pending = append(pending, fmt.Sprintf("daemonset/%s %d/%d ready", it.Metadata.Name, st.NumberReady, st.DesiredNumberScheduled))
+			}
+		case "Deployment":
+			want := 1
+			if it.Spec.Replicas != nil {
+				want = *it.Spec.Replicas
+			}
+			if st.ReadyReplicas < want || st.UpdatedReplicas < want {
+				pending = append(pending, fmt.Sprintf("deployment/%s %d/%d ready", it.Metadata.Name, st.ReadyReplicas, want))
+			}
+		}
+	}
+	return strings.Join(pending, ", "), nil
 }

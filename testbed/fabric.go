@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/netprober/prober/config"
@@ -118,29 +117,10 @@ func (r *Fabric) agentConfig(h lab.Host) *config.Agent {
 // passes, drawing progress on the spec's Out. It returns how long it
 // took.
 func (r *Fabric) WaitFor(ctx context.Context, within time.Duration, what string, cond func(matrix.Diagnosis, matrix.Snapshot) bool) (time.Duration, error) {
-	out := r.spec.Out
-	start := time.Now()
-	for i := 0; ; i++ {
-		if cond(r.Diagnosis(), r.Snapshot()) {
-			fmt.Fprintf(out, "\r    %s: %.0fs%s\n", what, time.Since(start).Seconds(), strings.Repeat(" ", 30))
-			return time.Since(start), nil
-		}
-		if time.Since(start) > within {
-			fmt.Fprintln(out)
-			return time.Since(start), fmt.Errorf("%s: not within %s", what, within)
-		}
-		if r.spec.TTY {
-			fmt.Fprintf(out, "\r    waiting for %s: %.0fs / %.0fs", what, time.Since(start).Seconds(), within.Seconds())
-		} else if i%10 == 0 {
-			fmt.Fprintf(out, "    waiting for %s: %.0fs / %.0fs\n", what, time.Since(start).Seconds(), within.Seconds())
-		}
-		select {
-		case <-ctx.Done():
-			fmt.Fprintln(out)
-			return time.Since(start), ctx.Err()
-		case <-time.After(time.Second):
-		}
+	read := func(context.Context) (matrix.Diagnosis, matrix.Snapshot, error) {
+		return r.Diagnosis(), r.Snapshot(), nil
 	}
+	return waitMatrix(ctx, r.spec.Out, r.spec.TTY, within, what, read, cond)
 }
 
 // Close stops the matrix and the agents and removes the fabric and the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/netprober/prober/hub"
 	"github.com/netprober/prober/matrix"
@@ -61,4 +62,19 @@ func (m MatrixClient) get(ctx context.Context, path string, v any) error {
 		return fmt.Errorf("GET %s%s: %w", m.Base, path, err)
 	}
 	return nil
+}
+
+// WaitFor polls the matrix every second until cond holds or within
+// passes, drawing progress on out (tty: redrawn in place). Failed reads
+// are retried until within: a matrix pod that restarts comes back.
+func (m MatrixClient) WaitFor(ctx context.Context, out io.Writer, tty bool, within time.Duration, what string, cond func(matrix.Diagnosis, matrix.Snapshot) bool) (time.Duration, error) {
+	read := func(ctx context.Context) (matrix.Diagnosis, matrix.Snapshot, error) {
+		v, err := m.Matrix(ctx)
+		if err != nil {
+			return matrix.Diagnosis{}, matrix.Snapshot{}, err
+		}
+		d, err := m.Diagnosis(ctx)
+		return d, v.Snapshot, err
+	}
+	return waitMatrix(ctx, out, tty, within, what, read, cond)
 }

@@ -20,6 +20,7 @@ var labSubcommands = []struct{ name, summary string }{
 	{"fault", "inject a fault: " + strings.Join(lab.FaultKinds, ", ")},
 	{"clear", "remove every injected fault"},
 	{"demo", "build a fabric, run agents and the matrix, break a spine"},
+	{"cluster", "build a real Kubernetes cluster on a fabric, apply deploy/, break a spine"},
 }
 
 // runLab is `prober lab up|down|fault|clear|demo`.
@@ -43,6 +44,8 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runLabClear(ctx, args[1:], stdout, stderr, logger)
 	case "demo":
 		return runLabDemo(ctx, args[1:], stdout, stderr)
+	case "cluster":
+		return runLabCluster(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "prober lab: unknown subcommand %q\n\n", args[0])
 	labUsage(stderr)
@@ -52,7 +55,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func labUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: prober lab <subcommand> [flags]\n\nBuilds a data-center fabric from network namespaces (needs root). See docs/lab.md.\n\nsubcommands:")
 	for _, s := range labSubcommands {
-		fmt.Fprintf(w, "  %-6s %s\n", s.name, s.summary)
+		fmt.Fprintf(w, "  %-7s %s\n", s.name, s.summary)
 	}
 }
 
