@@ -34,10 +34,16 @@ deps:
 # The peers integration tests run a real kube-apiserver, etcd and kubectl,
 # built by hack/kube/build.sh from the module proxy at a pinned version and
 # cached outside the tree: about 7 minutes cold on 2 cores, seconds after.
+# TestCluster (a real Kubernetes cluster in namespaces, about 15 minutes)
+# runs on its own after the rest: beside the scenario suite on 2 cores,
+# both would measure each other's load.
 test: deps
 	$(GO) vet ./...
-	PROBER_KUBE_ASSETS="$$(GO=$(GO) sh hack/kube/build.sh)" PROBER_KUBE_REQUIRED=1 \
-	PROBER_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	assets="$$(GO=$(GO) sh hack/kube/build.sh)" && \
+	PROBER_KUBE_ASSETS="$$assets" PROBER_KUBE_REQUIRED=1 PROBER_REQUIRE_TOOLS=1 \
+		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestCluster$$' ./... && \
+	PROBER_KUBE_ASSETS="$$assets" PROBER_KUBE_REQUIRED=1 PROBER_REQUIRE_TOOLS=1 \
+		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestCluster$$' -v ./testbed
 
 # kube builds (or finds cached) the pinned Kubernetes binaries and prints
 # their directory, for `PROBER_KUBE_ASSETS=... go test ./peers`.
