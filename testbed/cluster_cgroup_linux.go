@@ -127,44 +127,15 @@ func killCgroup(dir string, within time.Duration) error {
 	}
 }
 
-// cgroupPids lists the processes in dir and below.
-func cgroupPids(dir string) ([]int, error) {
-	var pids []int
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		for f := range strings.FieldsSeq(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, pid)
-			}
-		}
-		return nil
-	})
-	return pids, err
-}
-
-// removeCgroupTree removes dir and every cgroup below it, deepest first.
-func removeCgroupTree(dir string) error {
+// cgroupTree lists dir and every cgroup below it, parents first; none
+// when dir does not exist.
+func cgroupTree(dir string) ([]string, error) {
 	var dirs []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // gone meanwhile, or never made
+		}
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
 			return err
 		}
 		if d.IsDir() {
@@ -172,6 +143,36 @@ func removeCgroupTree(dir string) error {
 		}
 		return nil
 	})
+	return dirs, err
+}
+
+// cgroupPids lists the processes in dir and below.
+func cgroupPids(dir string) ([]int, error) {
+	dirs, err := cgroupTree(dir)
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for f := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids, nil
+}
+
+// removeCgroupTree removes dir and every cgroup below it, deepest first.
+func removeCgroupTree(dir string) error {
+	dirs, err := cgroupTree(dir)
 	if err != nil {
 		return err
 	}
