@@ -81,10 +81,10 @@ var cniPlugins = []string{"ptp", "host-local", "portmap", "loopback"}
 // kubeBinaries are what ClusterSpec.KubeDir must hold.
 var kubeBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl"}
 
-// CheckClusterTools reports everything a cluster needs that this machine
-// lacks, at once, with how to get it: the Debian packages, the pinned
-// Kubernetes binaries in kubeDir, and the kernel's overlayfs. nil when
-// all is there.
+// CheckClusterTools reports every program a cluster needs that this
+// machine lacks, at once, with how to get it: the Debian packages and the
+// pinned Kubernetes binaries in kubeDir. nil when all is there. What no
+// package installs is CheckClusterHost's.
 func CheckClusterTools(kubeDir string) error {
 	var missing, pkgs []string
 	for _, t := range clusterTools {
@@ -116,8 +116,23 @@ func CheckClusterTools(kubeDir string) error {
 	if len(kube) > 0 {
 		problems = append(problems, fmt.Sprintf("no %s in %q (build them: make kube)", strings.Join(kube, ", "), kubeDir))
 	}
-	if b, err := os.ReadFile("/proc/filesystems"); err == nil && !strings.Contains(string(b), "\toverlay\n") {
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("a real cluster needs: %s", strings.Join(problems, "; "))
+}
+
+// CheckClusterHost reports what the machine itself lacks for a cluster,
+// which no install step can add: the kernel's overlayfs (containerd's
+// snapshotter) and a cgroup v2 hierarchy, where the harness tracks its
+// processes. Root is lab.NeedNetAdmin's to say.
+func CheckClusterHost() error {
+	var problems []string
+	if b, err := os.ReadFile("/proc/filesystems"); err != nil || !strings.Contains(string(b), "\toverlay\n") {
 		problems = append(problems, "the kernel has no overlayfs, which containerd's snapshotter needs (modprobe overlay)")
+	}
+	if err := cgroupV2(); err != nil {
+		problems = append(problems, err.Error())
 	}
 	if len(problems) == 0 {
 		return nil

@@ -28,6 +28,12 @@ import (
 
 const cgroupBase = "/sys/fs/cgroup"
 
+// cgroupV2 reports whether a cgroup v2 hierarchy is mounted.
+func cgroupV2() error {
+	_, err := detectCgroups()
+	return err
+}
+
 // cgroupLayout is where a cluster's cgroups go on this machine.
 type cgroupLayout struct {
 	unified string   // the cgroup v2 mount: /sys/fs/cgroup or /sys/fs/cgroup/unified

@@ -49,7 +49,7 @@ func StartCluster(ctx context.Context, spec ClusterSpec) (c *Cluster, err error)
 	if err := lab.NeedNetAdmin(); err != nil {
 		return nil, err
 	}
-	if err := CheckClusterTools(spec.KubeDir); err != nil {
+	if err := errors.Join(CheckClusterHost(), CheckClusterTools(spec.KubeDir)); err != nil {
 		return nil, err
 	}
 	for _, b := range []struct{ what, path string }{{"the prober binary", spec.Prober}, {"the pause binary", spec.Pause}} {

@@ -6,9 +6,11 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +34,9 @@ type clusterRun struct {
 // nodes behind 2 spines. Then the seeds' incidents, on the real paths.
 func TestCluster(t *testing.T) {
 	labtest.NeedNetAdmin(t)
+	if err := testbed.CheckClusterHost(); err != nil {
+		t.Skipf("skipped: %v", err)
+	}
 	kube := peerstest.Binaries(t)
 	if err := testbed.CheckClusterTools(kube); err != nil {
 		if os.Getenv("PROBER_REQUIRE_TOOLS") != "" {
@@ -39,7 +44,10 @@ func TestCluster(t *testing.T) {
 		}
 		t.Skipf("skipped (make test installs what it needs): %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	// Ctrl-C ends the waits; the cleanups then remove the cluster.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 25*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	bin := buildStatic(t, dir, "./cmd/prober", "./testbed/pause")

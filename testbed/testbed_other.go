@@ -28,3 +28,6 @@ func StartFabric(ctx context.Context, s FabricSpec) (*Fabric, error) {
 func StartPrometheus(ctx context.Context, f *lab.Fabric, s PrometheusSpec) (*Prometheus, error) {
 	return nil, errors.ErrUnsupported
 }
+
+// cgroupV2 needs Linux.
+func cgroupV2() error { return errors.ErrUnsupported }
