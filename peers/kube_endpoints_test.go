@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/netip"
 	"os"
 	"slices"
@@ -65,6 +66,14 @@ func endpointSliceLoad(t *testing.T, s *peerstest.Server) sliceLoad {
 		watchesOpen:  apiMetric(t, s, "apiserver_longrunning_requests", res, `verb="WATCH"`),
 		events:       apiMetric(t, s, "apiserver_watch_events_total", res),
 	}
+}
+
+// bookmarks bounds the watch events a few quiet seconds may still count:
+// the API server sends every open watch a bookmark about once a minute, and
+// apiserver_watch_events_total counts them like changes.
+func bookmarks(t *testing.T, s *peerstest.Server) float64 {
+	t.Helper()
+	return endpointSliceLoad(t, s).watchesOpen
 }
 
 func (a sliceLoad) minus(b sliceLoad) sliceLoad {
@@ -179,7 +188,8 @@ func TestKubeDiscoveryEndpoints(t *testing.T) {
 	before := endpointSliceLoad(t, s)
 	churnNoise(t, admin, 20, 4000)
 	calib := endpointSliceLoad(t, s).minus(before)
-	internal := calib.events / 20
+	// Rounded: a watch bookmark (below) may fall into the calibration.
+	internal := math.Round(calib.events / 20)
 	t.Logf("EndpointSlices, 20 changes before discovery: %s (the API server's own watchers: %g events per change)", calib, internal)
 
 	before = endpointSliceLoad(t, s)
@@ -222,7 +232,7 @@ func TestKubeDiscoveryEndpoints(t *testing.T) {
 	churn := endpointSliceLoad(t, s).minus(mark)
 	ours := churn.events - 101*internal
 	t.Logf("EndpointSlices, 100 changes of an unprobed Service's and 1 of a probed one's: %s, of which %g to discovery (a cluster-wide watch: 101)", churn, ours)
-	if ours != 1 || churn.lists != 0 {
+	if ours < 1 || ours > 1+bookmarks(t, s) || churn.lists != 0 {
 		t.Errorf("EndpointSlices during churn: %s, %g events to discovery; want the probed Service's 1 event and no LIST", churn, ours)
 	}
 
@@ -256,8 +266,8 @@ func TestKubeDiscoveryEndpoints(t *testing.T) {
 	// Quiet: no request at all.
 	mark = endpointSliceLoad(t, s)
 	time.Sleep(5 * time.Second)
-	if quiet := endpointSliceLoad(t, s).minus(mark); quiet.lists != 0 || quiet.watchesEnded != 0 || quiet.events != 0 {
-		t.Errorf("EndpointSlices in 5 quiet seconds: %s; want nothing", quiet)
+	if quiet := endpointSliceLoad(t, s).minus(mark); quiet.lists != 0 || quiet.watchesEnded != 0 || quiet.events > bookmarks(t, s) {
+		t.Errorf("EndpointSlices in 5 quiet seconds: %s; want nothing but watch bookmarks", quiet)
 	}
 }
 
