@@ -17,10 +17,17 @@ import (
 // the lossy flows alone.
 //
 // The reply's path is unknown (its own ECMP hash picks it), so each flow
-// also carries its reverse: the target's access link, the mixture of
-// links seen on forward paths between the two access devices, and the
-// source's access link. Without it a lossy downlink would smear its
+// also carries its reverse: the target's access links, the mixture of
+// links seen on forward paths between the two switches, and the
+// source's access links. Without it a lossy downlink would smear its
 // replies' losses over every uplink of the rack it feeds.
+//
+// This fit is the screen: it spreads each flow's loss over the mixture
+// by the sampled shares, and where links are collinear its L1 solution
+// is one of many. The links it finds lossy, and what they touch, are the
+// hypotheses the selector weighs with each reply's path as the single
+// path it is (select.go). It also sums the clean flows for the selector
+// (cleanSums).
 type estimator struct {
 	q    []float64 // fitted loss rate per link
 	sent []float64 // probes through each link (reverse mixtures weighted)
@@ -28,6 +35,11 @@ type estimator struct {
 
 	lossyFlows []int32 // forward flows through the link that lost probes
 	cleanFlows []int32
+
+	// For the selector: every flow that lost probes and has a traced
+	// path, and the clean flows' probes summed.
+	lossy []int32
+	clean cleanSums
 
 	// Lossy flows and their incidences (link, weight), per flow and
 	// per link (CSR).
@@ -47,17 +59,81 @@ type estimator struct {
 	mixSent []float64
 	fill    []int32
 
-	// The reply paths' posteriors (see posteriors): each lossy flow's
-	// mixture (-1 for none), each incidence's weight from the forward
-	// path and access links alone, and where the incidence sits in the
-	// per-link lists.
-	lfMix    []int32
-	incBase  []float64
-	incPos   []int32
 	comps    [][]component // distinct reply middles, by mixture id
 	compDone []bool
-	ll       []float64 // posteriors' scratch, per component
-	acc      []float64 // posteriors' scratch, per link
+}
+
+// cleanSums are the probes of the clean flows, by where they cross the
+// fabric, as the selector weighs them: a clean flow's likelihood is
+// linear in the rates along its forward path and its reply's access
+// links, so sums do; only its reply's middle is not, and clean flows
+// with the same mixture and probe count share it.
+type cleanSums struct {
+	fwd   []float64 // per link: probes through it on forward paths
+	start []float64 // per link: the same, where the path did not just enter its from device (a silent hop, or the start)
+	acc   []float64 // per link: probes whose replies cross it as an access link
+	sw    []float64 // per device: probes whose replies cross it at the ends of their middle
+	// groups counts clean flows by reply mixture and probes sent;
+	// mixGroup is each mixture's first group (-1: none), next chains
+	// a mixture's groups.
+	groups   []cleanGroup
+	mixGroup []int32
+	last     int32 // the group add counted last, or -1
+}
+
+type cleanGroup struct {
+	mix      int32
+	n, count float64
+	next     int32
+}
+
+func (c *cleanSums) reset(nl, nd, nm int) {
+	c.fwd, c.start, c.acc, c.sw = resize(c.fwd, nl), resize(c.start, nl), resize(c.acc, nl), resize(c.sw, nd)
+	c.groups = c.groups[:0]
+	c.mixGroup = fill(c.mixGroup, nm, -1)
+	c.last = -1
+}
+
+// add adds a clean flow of n probes: its forward links, and when its
+// target is a host, its reply's path rev (access links revLinks).
+func (c *cleanSums) add(r *round, fwd []int32, n float64, hostDst bool, rev *reversePath, revLinks []int32) {
+	if r.middleGap(fwd) {
+		return // the selector leaves it out
+	}
+	prev := int32(-1)
+	for _, l := range fwd {
+		lk := r.links[l]
+		c.fwd[l] += n
+		if lk.from != prev {
+			c.start[l] += n
+		}
+		prev = lk.to
+	}
+	if !hostDst || !rev.known() {
+		return
+	}
+	for _, l := range revLinks {
+		c.acc[l] += n
+	}
+	c.sw[rev.swDst] += n
+	if rev.swSrc != rev.swDst {
+		c.sw[rev.swSrc] += n
+	}
+	if rev.mix < 0 {
+		return
+	}
+	g := c.last
+	if g < 0 || c.groups[g].mix != rev.mix || c.groups[g].n != n {
+		for g = c.mixGroup[rev.mix]; g >= 0 && c.groups[g].n != n; g = c.groups[g].next {
+		}
+		if g < 0 {
+			g = int32(len(c.groups))
+			c.groups = append(c.groups, cleanGroup{mix: rev.mix, n: n, next: c.mixGroup[rev.mix]})
+			c.mixGroup[rev.mix] = g
+		}
+		c.last = g
+	}
+	c.groups[g].count++
 }
 
 // component is one distinct middle of a mixture: a reply path between
@@ -66,9 +142,6 @@ type component struct {
 	links []int32
 	w     float64
 }
-
-// emRounds bounds the refits after the reply paths' posteriors change.
-const emRounds = 1
 
 type weighted struct {
 	link int32
@@ -79,10 +152,8 @@ type weighted struct {
 // one lost probe's worth of likelihood to leave zero.
 const estimatorRho = 1.0
 
-// fit fits the rates; background is the loss a healthy path may have
-// (Thresholds.Healthy), which the reply paths' posteriors assume of every
-// path.
-func (e *estimator) fit(r *round, background float64) {
+// fit fits the rates.
+func (e *estimator) fit(r *round) {
 	nl := len(r.links)
 	e.q = resize(e.q, nl)
 	e.sent = resize(e.sent, nl)
@@ -90,7 +161,6 @@ func (e *estimator) fit(r *round, background float64) {
 	e.lossyFlows = resize(e.lossyFlows, nl)
 	e.cleanFlows = resize(e.cleanFlows, nl)
 	e.lf, e.fInc, e.incLink, e.incW = e.lf[:0], append(e.fInc[:0], 0), e.incLink[:0], e.incW[:0]
-	e.lfMix, e.incBase = e.lfMix[:0], e.incBase[:0]
 	e.mixW = slices.Grow(e.mixW[:0], len(r.mixes))[:len(r.mixes)] // storage reused by mixture
 	e.mixDone = resize(e.mixDone, len(r.mixes))
 	e.mixSent = resize(e.mixSent, len(r.mixes))
@@ -98,9 +168,13 @@ func (e *estimator) fit(r *round, background float64) {
 	e.compDone = resize(e.compDone, len(r.mixes))
 	mixSent := e.mixSent
 
+	e.clean.reset(nl, len(r.devName), len(r.mixes))
+	e.lossy = e.lossy[:0]
 	var inc []incidence
 	lastPair := int32(-1)
 	var rev reversePath
+	var revBuf [2 * maxAccess]int32
+	var revLinks []int32
 	for fi := range r.flows {
 		f := &r.flows[fi]
 		if f.linkStart == f.linkEnd {
@@ -118,43 +192,49 @@ func (e *estimator) fit(r *round, background float64) {
 		}
 		inc = inc[:0]
 		if f.lost > 0 {
+			e.lossy = append(e.lossy, int32(fi))
 			for _, l := range fwd {
-				inc = addIncidence(inc, l, 1, 1)
+				inc = addIncidence(inc, l, 1)
 			}
 		}
-		mix := int32(-1)
-		// The reply's path. A flow that met no device before its
-		// target (a flat network) has none to come back through.
-		if f.complete && f.entry >= 0 && r.devHost[f.dst] {
-			if f.pair != lastPair {
-				lastPair = f.pair
-				rev = e.reverse(r, f.src, f.dst)
+		hostDst := r.devHost[f.dst] && !r.devLB[f.dst]
+		if hostDst && f.pair != lastPair {
+			lastPair = f.pair
+			rev = e.reverse(r, f.src, f.dst)
+			revLinks = rev.links(&revBuf)
+			if !rev.known() {
+				revLinks = revLinks[:0]
 			}
-			for _, l := range rev.access {
-				if l >= 0 {
-					e.sent[l] += n
-					if f.lost > 0 {
-						inc = addIncidence(inc, l, 1, 1)
-					}
+		}
+		if f.lost == 0 {
+			e.clean.add(r, fwd, n, hostDst, &rev, revLinks)
+		}
+		// The reply's path. The per-link fit only screens for what
+		// the selector judges, and a trace that lost hops (a black
+		// hole's, mostly) is the least sure of its flow's path: only
+		// complete traces model their replies here. The selector
+		// models the reply of every flow it weighs.
+		if f.complete && f.entry >= 0 && hostDst {
+			for _, l := range revLinks {
+				e.sent[l] += n
+				if f.lost > 0 {
+					inc = addIncidence(inc, l, 1)
 				}
 			}
 			if rev.mix >= 0 {
 				mixSent[rev.mix] += n
 				if f.lost > 0 {
-					mix = rev.mix
 					for _, w := range e.mixture(r, rev.mix) {
-						inc = addIncidence(inc, w.link, w.w, 0)
+						inc = addIncidence(inc, w.link, w.w)
 					}
 				}
 			}
 		}
 		if f.lost > 0 && len(inc) > 0 {
 			e.lf = append(e.lf, int32(fi))
-			e.lfMix = append(e.lfMix, mix)
 			for _, w := range inc {
 				e.incLink = append(e.incLink, w.link)
 				e.incW = append(e.incW, w.w)
-				e.incBase = append(e.incBase, w.base)
 			}
 			e.fInc = append(e.fInc, int32(len(e.incLink)))
 		}
@@ -180,12 +260,10 @@ func (e *estimator) fit(r *round, background float64) {
 	e.eLost = resize(e.eLost, len(e.incLink))
 	e.fill = append(e.fill[:0], e.eInc[:nl]...)
 	fill := e.fill
-	e.incPos = resize(e.incPos, len(e.incLink))
 	for k, fi := range e.lf {
 		lost := float64(r.flows[fi].lost)
 		for j := e.fInc[k]; j < e.fInc[k+1]; j++ {
 			l := e.incLink[j]
-			e.incPos[j] = fill[l]
 			e.eFlow[fill[l]] = int32(k)
 			e.eW[fill[l]] = e.incW[j]
 			e.eLost[fill[l]] = lost
@@ -211,16 +289,8 @@ func (e *estimator) fit(r *round, background float64) {
 		}
 	}
 	e.recompute()
-	// The first fit only seeds the posteriors, which move the weights it
-	// fits: a few sweeps do, and the last fit runs to convergence.
+	// A screen: 30 sweeps put the loss where the selector looks for it.
 	e.descend(nl, 30)
-	for range emRounds {
-		if !e.posteriors(r, background) {
-			break
-		}
-		e.recompute()
-		e.descend(nl, 100)
-	}
 	for k, fi := range e.lf {
 		l := float64(r.flows[fi].lost)
 		for j := e.fInc[k]; j < e.fInc[k+1]; j++ {
@@ -253,83 +323,6 @@ func (e *estimator) descend(nl, maxSweeps int) {
 			return
 		}
 	}
-}
-
-// posteriors weighs each lossy flow's possible reply paths by how well
-// each explains its loss, where the first fit spread it by how often
-// sampled flows took each. A flow's reply takes one path, picked by its
-// own ECMP hash, the same for every probe of the flow: with two spines, a
-// flow whose forward path is clean but whose replies cross a lossy spine
-// loses at that spine's rate, and spreading that over both spines puts
-// half of it on the clean spine's links, which in a small fabric is
-// enough to name the clean spine or a ToR. The E step of an EM over the
-// mixture's components: posterior proportional to the component's share
-// times the Poisson likelihood of the flow's lost probes given the
-// current rates, every path also losing background. Without that floor
-// a path fitted at rate 0 would be impossible, and one lost probe of
-// background noise would move a flow's whole reply onto whichever path
-// the fit happened to give a trace of loss: a healthy fabric grew a
-// suspect that way. Clean flows keep the shares: their exposure is
-// spread as before. It reports whether any weight moved.
-func (e *estimator) posteriors(r *round, background float64) bool {
-	nl := len(r.links)
-	e.acc = resize(e.acc, nl)
-	moved := false
-	for k, fi := range e.lf {
-		m := e.lfMix[k]
-		if m < 0 {
-			continue
-		}
-		comps := e.components(r, m)
-		if len(comps) < 2 {
-			continue
-		}
-		f := &r.flows[fi]
-		n, lost := float64(f.sent), float64(f.lost)
-		a, b := e.fInc[k], e.fInc[k+1]
-		base := 0.0
-		for j := a; j < b; j++ {
-			base += e.incBase[j] * e.q[e.incLink[j]]
-		}
-		e.ll = slices.Grow(e.ll[:0], len(comps))[:len(comps)]
-		best := math.Inf(-1)
-		for ci, c := range comps {
-			qc := base
-			for _, l := range c.links {
-				qc += e.q[l]
-			}
-			lam := n * (background + qc)
-			e.ll[ci] = math.Log(c.w) + lost*math.Log(lam) - lam
-			best = max(best, e.ll[ci])
-		}
-		sum := 0.0
-		for ci := range comps {
-			e.ll[ci] = math.Exp(e.ll[ci] - best)
-			sum += e.ll[ci]
-		}
-		for ci, c := range comps {
-			for _, l := range c.links {
-				e.acc[l] += e.ll[ci] / sum
-			}
-		}
-		for j := a; j < b; j++ {
-			l := e.incLink[j]
-			w := e.incBase[j] + e.acc[l]
-			if d := w - e.incW[j]; d != 0 {
-				// A refit is worth its sweeps when some reply moved
-				// by a twentieth of a share.
-				moved = moved || math.Abs(d) > 0.05
-				e.sent[l] += n * d
-				e.incW[j], e.eW[e.incPos[j]] = w, w
-			}
-		}
-		for _, c := range comps {
-			for _, l := range c.links {
-				e.acc[l] = 0
-			}
-		}
-	}
-	return moved
 }
 
 // components returns mixture id's distinct middles and their shares.
@@ -438,22 +431,21 @@ func (e *estimator) mixture(r *round, id int32) []weighted {
 	return ws
 }
 
-// incidence is one link of a lossy flow: its weight in the flow's rate,
-// and the part of it that is the forward path and access links.
+// incidence is one link of a lossy flow and its weight in the flow's
+// rate.
 type incidence struct {
-	link    int32
-	w, base float64
+	link int32
+	w    float64
 }
 
-func addIncidence(inc []incidence, l int32, w, base float64) []incidence {
+func addIncidence(inc []incidence, l int32, w float64) []incidence {
 	for i := range inc {
 		if inc[i].link == l {
 			inc[i].w += w
-			inc[i].base += base
 			return inc
 		}
 	}
-	return append(inc, incidence{l, w, base})
+	return append(inc, incidence{l, w})
 }
 
 func addWeighted(ws []weighted, l int32, w float64) []weighted {
@@ -473,25 +465,102 @@ func resize[T any](s []T, n int) []T {
 	return s
 }
 
-// reversePath is what is known of a reply's path: the target's access
-// link up, the source's access link down (-1 when never seen), and the
-// mixture between their access devices (-1: same device or unknown).
-type reversePath struct {
-	access [2]int32
-	mix    int32
+// fill returns s with length n, every element v, reusing its storage.
+func fill[T any](s []T, n int, v T) []T {
+	s = slices.Grow(s[:0], n)[:n]
+	for i := range s {
+		s[i] = v
+	}
+	return s
 }
 
+// maxAccess bounds the access devices climbed from a host to its switch:
+// a pod's node, then the node's ToR.
+const maxAccess = 3
+
+// reversePath is what is known of a reply's path: the links up from the
+// target and down to the source, in path order (-1 for a link never
+// seen), and between them the mixture from the target's switch to the
+// source's (-1: none, or unknown). The reply climbs the target's access
+// devices (a pod's node, the node's ToR) until one the source hangs
+// off too: a pod's reply to its own node comes straight from the node,
+// a rack-mate's through the ToR. Between two racks it climbs to the
+// target's ToR and crosses the mixture to the source's.
+type reversePath struct {
+	up, down     [maxAccess]int32
+	nUp, nDown   int
+	swDst, swSrc int32 // where the up and down parts end: the same device, or a mixture's ends
+	mix          int32
+}
+
+// links returns the known access links of rp, up then down, in buf.
+func (rp *reversePath) links(buf *[2 * maxAccess]int32) []int32 {
+	out := buf[:0]
+	for _, l := range rp.up[:rp.nUp] {
+		if l >= 0 {
+			out = append(out, l)
+		}
+	}
+	for _, l := range rp.down[:rp.nDown] {
+		if l >= 0 {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// known reports whether anything of the reply's path is known.
+func (rp *reversePath) known() bool { return rp.swDst >= 0 }
+
+// reverse is the path of the replies from dst to src, from the access
+// devices of both (devAcc): nothing when they share none and either
+// hangs off no switch (a flat network, or one not seen yet).
 func (e *estimator) reverse(r *round, src, dst int32) reversePath {
-	rp := reversePath{access: [2]int32{-1, -1}, mix: -1}
-	accS, accD := r.devAcc[src], r.devAcc[dst]
-	if accS < 0 || accD < 0 {
+	rp := reversePath{mix: -1, swDst: -1, swSrc: -1}
+	if as, ad := r.devAcc[src], r.devAcc[dst]; as >= 0 && ad >= 0 && r.isSwitch(as) && r.isSwitch(ad) && r.isHost(src) && r.isHost(dst) {
+		// Two nodes, each behind its ToR: most pairs.
+		rp.up[0], rp.down[0], rp.nUp, rp.nDown = r.lookupLink(dst, ad), r.lookupLink(as, src), 1, 1
+		rp.swDst, rp.swSrc = ad, as
+		if as != ad {
+			if id, ok := r.mixID[uint64(uint32(ad))<<32|uint64(uint32(as))]; ok {
+				rp.mix = id
+			}
+		}
 		return rp
 	}
-	for i, lk := range [2]link{{dst, accD}, {accS, src}} {
-		rp.access[i] = r.lookupLink(lk.from, lk.to)
+	var sc [maxAccess + 1]int32
+	ns := r.accessChain(src, &sc)
+	var dc [maxAccess + 1]int32
+	nd := r.accessChain(dst, &dc)
+	if ns == 0 || nd == 0 {
+		return rp
 	}
-	if accS != accD {
-		if id, ok := r.mixID[uint64(uint32(accD))<<32|uint64(uint32(accS))]; ok {
+	// The lowest device both hang off, if any.
+	ci, cj := -1, -1
+	for i := range nd {
+		if j := slices.Index(sc[:ns], dc[i]); j >= 0 {
+			ci, cj = i, j
+			break
+		}
+	}
+	top, bottom := ci, cj
+	if ci < 0 {
+		top, bottom = nd-1, ns-1
+		if r.devHost[dc[top]] || r.devHost[sc[bottom]] {
+			return rp // a chain that ends before a switch
+		}
+	}
+	for i := range top {
+		rp.up[rp.nUp] = r.lookupLink(dc[i], dc[i+1])
+		rp.nUp++
+	}
+	for j := bottom; j > 0; j-- {
+		rp.down[rp.nDown] = r.lookupLink(sc[j], sc[j-1])
+		rp.nDown++
+	}
+	rp.swDst, rp.swSrc = dc[top], sc[bottom]
+	if ci < 0 {
+		if id, ok := r.mixID[uint64(uint32(rp.swDst))<<32|uint64(uint32(rp.swSrc))]; ok {
 			rp.mix = id
 		}
 	}

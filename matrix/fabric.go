@@ -2,7 +2,9 @@ package matrix
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 )
 
 // candidate is a suspect under construction.
@@ -14,85 +16,150 @@ type candidate struct {
 	links  []int32 // its lossy links
 }
 
-// fabricSuspects turns the estimator's links into suspects. A link is
-// bad when its attributed loss is significant. A device is bad when at
-// least two of its incoming or outgoing links are bad and they are at
-// least half of that side (NetBouncer's rule: no healthy path through
-// it); a lossy device drops on every link, and the fit may put the loss
-// on either side. A VIP is never the fabric: any bad link of it makes it
-// an lb suspect, which Localize keeps only when the lb rule agrees. A
-// host (an agent or target) with a bad access link is a host suspect.
-// What is left is single links between fabric devices and hosts.
-func fabricSuspects(r *round, e *estimator, th *Thresholds) []candidate {
-	nd := len(r.devName)
-	inN, outN := make([]int, nd), make([]int, nd)
-	inBad, outBad := make([][]int32, nd), make([][]int32, nd)
+// fabricSuspects names what the estimator's links say drops packets. A
+// link is lossy when its attributed loss is significant at the screen's
+// p < sqrt(Alpha). A VIP is never the fabric: any lossy link of it
+// (at p < Alpha) makes it an lb suspect, which Localize keeps only when
+// the lb rule agrees. The rest is the selector's choice among the
+// devices, hosts and links around the lossy links (select.go): the
+// fewest that explain the loss, each a device dropping on every link, a
+// host's own links, or one link, and beside each, the ones the data
+// cannot tell from it. The hosts the host rule names (ruleHosts) are
+// weighed too.
+func fabricSuspects(r *round, e *estimator, s *selector, th *Thresholds, ruleHosts []int32) []candidate {
+	// The selector judges what it is given: screen with a looser test
+	// (p < sqrt(Alpha)) so that a fault the per-link fit spread over
+	// collinear links still makes its links candidates.
+	screen := *th
+	screen.Alpha = math.Sqrt(th.Alpha)
 	bad := make([]bool, len(r.links))
+	var vipIn, vipOut map[int32][]int32
 	for l, lk := range r.links {
 		if e.sent[l] < float64(th.MinSent) {
 			continue
 		}
-		inN[lk.to]++
-		outN[lk.from]++
-		if ok, _ := th.significant(e.lost[l], e.sent[l]); ok {
-			bad[l] = true
-			inBad[lk.to] = append(inBad[lk.to], int32(l))
-			outBad[lk.from] = append(outBad[lk.from], int32(l))
+		if ok, _ := screen.significant(e.lost[l], e.sent[l]); !ok {
+			continue
+		}
+		bad[l] = true
+		if ok, _ := th.significant(e.lost[l], e.sent[l]); !ok {
+			continue
+		}
+		for _, d := range [2]int32{lk.from, lk.to} {
+			if !r.devLB[d] {
+				continue
+			}
+			if vipIn == nil {
+				vipIn, vipOut = map[int32][]int32{}, map[int32][]int32{}
+			}
+			if d == lk.to {
+				vipIn[d] = append(vipIn[d], int32(l))
+			} else {
+				vipOut[d] = append(vipOut[d], int32(l))
+			}
 		}
 	}
 	var out []candidate
 	claimed := make([]bool, len(r.links))
-	isDev := make([]bool, nd)
-	// VIPs and fabric devices first, hosts after: a bad ToR explains its
-	// hosts, and a link of a VIP is the LB's, never a fabric link.
-	for d := range nd {
-		in, o := inBad[d], outBad[d]
-		switch {
-		case r.devLB[d]:
-			if len(in)+len(o) == 0 {
-				continue
+	for d := range int32(len(r.devName)) {
+		if in, o := vipIn[d], vipOut[d]; len(in)+len(o) > 0 {
+			out = append(out, deviceCandidate(r, e, th, d, KindLB, in, o, claimed))
+		}
+	}
+	s.bg = th.Healthy
+	s.hypotheses(r, e, bad, ruleHosts, th)
+	if len(s.hs) == 0 {
+		return out
+	}
+	s.collect(r, e)
+	s.choose(r, th, -math.Log(th.Alpha)/2)
+	for h := range s.hs {
+		if !s.hs[h].chosen {
+			continue
+		}
+		group := []int32{int32(h)}
+		for t := range s.hs {
+			if s.hs[t].tieOf == int32(h) {
+				group = append(group, int32(t))
 			}
-			out = append(out, deviceCandidate(r, e, th, int32(d), KindLB, in, o, claimed))
-		case r.devHost[d]:
-		case len(in) >= 2 && 2*len(in) >= inN[d] || len(o) >= 2 && 2*len(o) >= outN[d]:
-			isDev[d] = true
-			out = append(out, deviceCandidate(r, e, th, int32(d), KindDevice, in, o, claimed))
+		}
+		for _, g := range group {
+			out = append(out, s.candidate(r, e, th, int32(h), g, group))
 		}
 	}
-	for d := range nd {
-		if !r.devHost[d] || r.devLB[d] || len(inBad[d])+len(outBad[d]) == 0 {
-			continue
-		}
-		if acc := r.devAcc[d]; acc >= 0 && isDev[acc] {
-			continue
-		}
-		out = append(out, deviceCandidate(r, e, th, int32(d), KindHost, inBad[d], outBad[d], claimed))
-	}
-	for l := range r.links {
-		if !bad[l] || claimed[l] {
-			continue // a VIP's links are claimed: it has a candidate
-		}
-		lk := r.links[l]
-		if isDev[lk.from] || isDev[lk.to] {
-			continue
-		}
-		ok, conf := th.significant(e.lost[l], e.sent[l])
-		if !ok {
-			continue
-		}
-		c := candidate{dev: -1, links: []int32{int32(l)}, conf: conf}
-		c.Kind, c.Name = KindLink, r.linkName(int32(l))
+	return out
+}
+
+// candidate is the suspect hypothesis g names, fitted as chosen
+// hypothesis h; group is h and the hypotheses tied with it, which share
+// its excess loss equally.
+func (s *selector) candidate(r *round, e *estimator, th *Thresholds, h, g int32, group []int32) candidate {
+	hy, fit := &s.hs[g], &s.hs[h]
+	c := candidate{dev: -1}
+	c.Kind = hy.kind
+	_, c.conf = th.significant(fit.lost, fit.sent)
+	c.EstimatedLoss = rateToLoss(s.q[h])
+	c.excess = (fit.lost - th.Healthy*fit.sent) / float64(len(group))
+	var detail string
+	switch hy.kind {
+	case KindLink:
+		c.links = []int32{hy.id}
+		c.Name = r.linkName(hy.id)
+		lk := r.links[hy.id]
 		c.Addresses = append(slices.Clone(r.devAddr[lk.from]), r.devAddr[lk.to]...)
-		c.EstimatedLoss = rateToLoss(e.q[l])
-		c.excess = e.lost[l] - th.Healthy*e.sent[l]
-		c.Evidence = Evidence{
-			Stage:      "estimator",
-			Detail:     fmt.Sprintf("link %s loses %.2g of the flows through it; the links around it do not", c.Name, c.EstimatedLoss),
-			LossyFlows: int(e.lossyFlows[l]), CleanFlows: int(e.cleanFlows[l]),
-			LostProbes: e.lost[l], SentProbes: e.sent[l],
-			PValue: upperTail(e.lost[l], e.sent[l], th.Healthy),
+		detail = fmt.Sprintf("link %s loses %.2g of the packets through it; no device or host explains the loss as well", c.Name, c.EstimatedLoss)
+	case KindDevice:
+		c.dev, c.Name = hy.id, r.devName[hy.id]
+		c.Addresses = slices.Clone(r.devAddr[hy.id])
+		c.links = s.lossyLinks(r, e, func(lk link) bool { return lk.from == hy.id || lk.to == hy.id })
+		detail = fmt.Sprintf("drops %.2g of the packets it forwards, whichever link they use; its links' loss is explained by no link or host alone", c.EstimatedLoss)
+	case KindHost:
+		c.dev, c.Name = hy.id, r.devName[hy.id]
+		c.Addresses = slices.Clone(r.devAddr[hy.id])
+		c.links = s.lossyLinks(r, e, func(lk link) bool {
+			return lk.from == hy.id && r.devAcc[lk.to] != hy.id || lk.to == hy.id && r.devAcc[lk.from] != hy.id
+		})
+		detail = fmt.Sprintf("its own links lose %.2g of the packets, both ways, while its neighbours' do not: its NIC, cable or agent", c.EstimatedLoss)
+	}
+	if len(group) > 1 {
+		var others []string
+		for _, t := range group {
+			if t != g {
+				others = append(others, s.name(r, t))
+			}
 		}
-		out = append(out, c)
+		detail += fmt.Sprintf("; the data cannot tell it from %s (the same flows cross them)", strings.Join(others, ", "))
+	}
+	c.Evidence = Evidence{
+		Stage:      "estimator",
+		Detail:     detail,
+		LossyFlows: int(hy.lossy), CleanFlows: int(hy.clean),
+		LostProbes: fit.lost, SentProbes: fit.sent,
+		PValue: upperTail(fit.lost, fit.sent, th.Healthy),
+	}
+	for _, l := range c.links {
+		c.Evidence.Links = append(c.Evidence.Links, r.linkName(l))
+	}
+	return c
+}
+
+// name names hypothesis h as a suspect: kind/name.
+func (s *selector) name(r *round, h int32) string {
+	hy := &s.hs[h]
+	if hy.kind == KindLink {
+		return hy.kind + " " + r.linkName(hy.id)
+	}
+	return hy.kind + " " + r.devName[hy.id]
+}
+
+// lossyLinks lists the links matching of that the per-link fit gave
+// lost probes, in id order.
+func (s *selector) lossyLinks(r *round, e *estimator, of func(link) bool) []int32 {
+	var out []int32
+	for l, lk := range r.links {
+		if of(lk) && e.lost[l] > 0 {
+			out = append(out, int32(l))
+		}
 	}
 	return out
 }

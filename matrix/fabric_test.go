@@ -41,14 +41,14 @@ func TestVIPIsNoFabricDevice(t *testing.T) {
 	fresh, _ := m.fresh(t0)
 	r, e := &m.loc.r, &m.loc.e
 	m.build(r, fresh)
-	e.fit(r, m.cfg.Thresholds.Healthy)
+	e.fit(r)
 	lb := r.devID["lb1"]
 	for l, lk := range r.links {
 		if lk.from == lb || lk.to == lb {
 			t.Errorf("link %s: a trace to the VIP feeds the fabric estimate", r.linkName(int32(l)))
 		}
 	}
-	for _, c := range fabricSuspects(r, e, &m.cfg.Thresholds) {
+	for _, c := range fabricSuspects(r, e, &m.loc.s, &m.cfg.Thresholds, nil) {
 		touches := c.dev == lb || strings.Contains(c.Name, "lb1")
 		for _, l := range c.links {
 			touches = touches || r.links[l].from == lb || r.links[l].to == lb

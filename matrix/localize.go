@@ -11,6 +11,7 @@ import (
 type localizer struct {
 	r round
 	e estimator
+	s selector
 	// ex[l] are the lossiest flows through link l, filled on first use
 	// in a round.
 	ex     [][maxExamples]int32
@@ -63,8 +64,8 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 	th := &m.cfg.Thresholds
 
 	rackOf := func(d int32) string {
-		if acc := r.devAcc[d]; acc >= 0 {
-			return r.devName[acc]
+		if sw := r.switchOf(d); sw >= 0 {
+			return r.devName[sw]
 		}
 		if a := m.agents[r.devName[d]]; a != nil && m.cfg.GroupBy != "node" {
 			return a.group
@@ -74,9 +75,19 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 	lbs := lbRule(r, th)
 	dps := dataplaneRule(r, th)
 	hosts := hostRule(r, th, rackOf)
-	e.fit(r, th.Healthy)
+	e.fit(r)
 	blames := vote(r, e, th)
-	fab := fabricSuspects(r, e, th)
+	var ruleHosts []int32
+	for _, c := range hosts {
+		ruleHosts = append(ruleHosts, c.dev)
+	}
+	fab := fabricSuspects(r, e, &m.loc.s, th, ruleHosts)
+	// The host rule compares a host with its rack-mates and knows
+	// nothing of the fabric: a lossy link that the ECMP hashes of one
+	// host's flows happen to cross more than its rack-mates' makes that
+	// host look broken. Where the selector could weigh the host against
+	// the fabric (its own links were traced), it decides.
+	hosts = slices.DeleteFunc(hosts, func(c candidate) bool { return m.loc.s.rejected(c.dev) })
 
 	// What the rules explain is not the fabric's.
 	ruled := map[int32]bool{}
@@ -138,7 +149,7 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 	}
 	// A host behind a lossy device is that device's doing.
 	all = slices.DeleteFunc(all, func(c candidate) bool {
-		return c.Kind == KindHost && c.dev >= 0 && r.devAcc[c.dev] >= 0 && devices[r.devAcc[c.dev]]
+		return c.Kind == KindHost && c.dev >= 0 && r.switchOf(c.dev) >= 0 && devices[r.switchOf(c.dev)]
 	})
 	// One suspect per kind and name: the stronger finding.
 	slices.SortStableFunc(all, func(x, y candidate) int {

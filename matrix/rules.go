@@ -137,88 +137,151 @@ func lbRule(r *round, th *Thresholds) []candidate {
 }
 
 // hostRule blames a host when its own paths, as a source or as a target,
-// lose while the other hosts of its rack (same access device, else same
-// group) do not: its NIC, cable or agent. Comparing with the rack is what
-// makes a host beat its ToR.
+// lose while the other hosts of its rack (same switch, else same group)
+// do not: its NIC, cable or agent. Comparing with the rack is what makes
+// a host beat its ToR.
+//
+// The comparison leaves out what the host itself explains: its rack-mates'
+// pairs with it, and with the pods behind it (a pod's traffic crosses its
+// node's NIC), and its own pods as rack-mates. And one host is blamed at
+// a time, the one losing the most beyond the healthy rate, its pairs then
+// taken out of every tally before the next: with the Pingmesh plan a
+// rack-mate of a broken host may be the only one in its rack that probes
+// it (node i of each rack probes node i of the others), and its paths to
+// the broken host made it look broken too.
 func hostRule(r *round, th *Thresholds, rackOf func(dev int32) string) []candidate {
-	type side struct {
-		out, in tally
-		seen    bool
+	nd := len(r.devName)
+	// node[d] is the host a pod's traffic leaves through (d itself for a
+	// node): its subtree is it and its pods.
+	node := make([]int32, nd)
+	for d := range nd {
+		node[d] = r.nodeOf(int32(d))
 	}
-	// Indexed by device: a map costs a hash per pair.
-	hosts := make([]side, len(r.devName))
-	get := func(d int32) *side {
-		s := &hosts[d]
-		s.seen = true
-		return s
-	}
-	for pi := range r.pairs {
-		p := &r.pairs[pi]
-		t := &r.agents[p.agent].targets[p.target]
-		if isLBPath(t) {
+	rackID := map[string]int32{}
+	rack := make([]int32, nd)
+	for d := range nd {
+		rack[d] = -1
+		if !r.devHost[d] || r.devLB[d] {
 			continue
 		}
-		get(p.src).out.add(p)
-		if r.devHost[p.dst] {
-			get(p.dst).in.add(p)
+		name := rackOf(int32(d))
+		id, ok := rackID[name]
+		if !ok {
+			id = int32(len(rackID))
+			rackID[name] = id
 		}
+		rack[d] = id
 	}
-	// Rack totals, to subtract each host's own share.
-	racks := map[string]*side{}
-	for d := range hosts {
-		s := &hosts[d]
-		if !s.seen {
-			continue
-		}
-		rk := rackOf(int32(d))
-		if racks[rk] == nil {
-			racks[rk] = &side{}
-		}
-		racks[rk].out.sent += s.out.sent
-		racks[rk].out.lost += s.out.lost
-		racks[rk].in.sent += s.in.sent
-		racks[rk].in.lost += s.in.lost
+	type side struct{ out, in tally }
+	var (
+		own     = make([]side, nd) // the host's own pairs
+		sub     = make([]side, nd) // its subtree's pairs (nodes)
+		cross   = make([]side, nd) // pairs with rack-mates: out of it, into it
+		crossSb = make([]side, nd) // the same for its subtree (nodes)
+		racks   = make([]side, len(rackID))
+		seen    = make([]bool, nd)
+		blamed  = make([]bool, nd)
+	)
+	explained := func(p *pair) bool {
+		return blamed[p.src] || blamed[p.dst] || blamed[node[p.src]] || blamed[node[p.dst]]
 	}
 	var out []candidate
-	for di := range hosts {
-		s := &hosts[di]
-		if !s.seen {
-			continue
+	for {
+		clear(own)
+		clear(sub)
+		clear(cross)
+		clear(crossSb)
+		clear(racks)
+		for pi := range r.pairs {
+			p := &r.pairs[pi]
+			t := &r.agents[p.agent].targets[p.target]
+			if isLBPath(t) || explained(p) {
+				continue
+			}
+			s, d := p.src, p.dst
+			seen[s] = true
+			own[s].out.add(p)
+			sub[node[s]].out.add(p)
+			if rs := rack[s]; rs >= 0 {
+				racks[rs].out.add(p)
+			}
+			if !r.devHost[d] || r.devLB[d] {
+				continue
+			}
+			seen[d] = true
+			own[d].in.add(p)
+			sub[node[d]].in.add(p)
+			if rd := rack[d]; rd >= 0 {
+				racks[rd].in.add(p)
+				if rack[s] == rd {
+					cross[s].out.add(p)
+					cross[d].in.add(p)
+					if node[s] != node[d] {
+						crossSb[node[s]].out.add(p)
+						crossSb[node[d]].in.add(p)
+					}
+				}
+			}
 		}
-		d := int32(di)
-		rk := racks[rackOf(d)]
-		peersOut := tally{rk.out.sent - s.out.sent, rk.out.lost - s.out.lost}
-		peersIn := tally{rk.in.sent - s.in.sent, rk.in.lost - s.in.lost}
-		if peersOut.sent == 0 && peersIn.sent == 0 {
-			continue // alone in its rack: cannot tell it from its ToR
+		var best candidate
+		var bestOut, bestIn bool
+		for di := range nd {
+			d := int32(di)
+			if !seen[d] || blamed[d] || rack[d] < 0 {
+				continue
+			}
+			// What the rest of the rack sent and received, less d's
+			// subtree and its pairs with d's subtree.
+			whole, x := sub[d], crossSb[d]
+			if node[d] != d { // a pod: its subtree is itself
+				whole, x = own[d], cross[d]
+			}
+			rk := racks[rack[d]]
+			peersOut := tally{rk.out.sent - whole.out.sent - x.in.sent, rk.out.lost - whole.out.lost - x.in.lost}
+			peersIn := tally{rk.in.sent - whole.in.sent - x.out.sent, rk.in.lost - whole.in.lost - x.out.lost}
+			if peersOut.sent == 0 && peersIn.sent == 0 {
+				continue // alone in its rack: cannot tell it from its ToR
+			}
+			s := &own[d]
+			wo, co := th.clearlyWorse(s.out, peersOut)
+			wi, ci := th.clearlyWorse(s.in, peersIn)
+			if !wo && !wi {
+				continue
+			}
+			var lost, sent uint64
+			var dir []string
+			if wo {
+				lost, sent = lost+s.out.lost, sent+s.out.sent
+				dir = append(dir, fmt.Sprintf("its paths out lose %.2g (its rack's others %.2g)", s.out.ratio(), peersOut.ratio()))
+			}
+			if wi {
+				lost, sent = lost+s.in.lost, sent+s.in.sent
+				dir = append(dir, fmt.Sprintf("its paths in lose %.2g (its rack's others %.2g)", s.in.ratio(), peersIn.ratio()))
+			}
+			excess := float64(lost) - th.Healthy*float64(sent)
+			if best.Name != "" && excess <= best.excess {
+				continue
+			}
+			best = candidate{dev: d, conf: max(co, ci), excess: excess}
+			best.Kind, best.Name = KindHost, r.devName[d]
+			best.Addresses = slices.Clone(r.devAddr[d])
+			best.EstimatedLoss = float64(lost) / float64(sent)
+			best.Evidence = Evidence{Stage: "rule", Detail: strings.Join(dir, "; "),
+				LostProbes: float64(lost), SentProbes: float64(sent),
+				PValue: upperTail(float64(lost), float64(sent), th.Healthy)}
+			bestOut, bestIn = wo, wi
 		}
-		wo, co := th.clearlyWorse(s.out, peersOut)
-		wi, ci := th.clearlyWorse(s.in, peersIn)
-		if !wo && !wi {
-			continue
+		if best.Name == "" {
+			return out
 		}
-		c := candidate{dev: d, conf: max(co, ci)}
-		c.Kind, c.Name = KindHost, r.devName[d]
-		c.Addresses = slices.Clone(r.devAddr[d])
-		var lost, sent uint64
-		var dir []string
-		if wo {
-			lost, sent = lost+s.out.lost, sent+s.out.sent
-			dir = append(dir, fmt.Sprintf("its paths out lose %.2g (its rack's others %.2g)", s.out.ratio(), peersOut.ratio()))
-		}
-		if wi {
-			lost, sent = lost+s.in.lost, sent+s.in.sent
-			dir = append(dir, fmt.Sprintf("its paths in lose %.2g (its rack's others %.2g)", s.in.ratio(), peersIn.ratio()))
-		}
-		c.EstimatedLoss = float64(lost) / float64(sent)
-		c.excess = float64(lost) - th.Healthy*float64(sent)
-		c.Evidence = Evidence{Stage: "rule", Detail: strings.Join(dir, "; "),
-			LostProbes: float64(lost), SentProbes: float64(sent),
-			PValue: upperTail(float64(lost), float64(sent), th.Healthy)}
+		c, d := best, best.dev
 		var ps []int32
 		for pi := range r.pairs {
 			p := &r.pairs[pi]
-			if p.src == d && wo || p.dst == d && wi {
+			if explained(p) {
+				continue
+			}
+			if p.src == d && bestOut || p.dst == d && bestIn {
 				ps = append(ps, int32(pi))
 				if p.lost > 0 {
 					c.Evidence.LossyFlows++
@@ -229,8 +292,8 @@ func hostRule(r *round, th *Thresholds, rackOf func(dev int32) string) []candida
 		}
 		c.Evidence.Examples = pairExamples(r, ps)
 		out = append(out, c)
+		blamed[d] = true
 	}
-	return out
 }
 
 // dataplaneRule blames a node's pod dataplane (CNI, veth, node

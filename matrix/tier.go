@@ -115,9 +115,9 @@ func tierSuspects(r *round, th *Thresholds, rackOf func(int32) string, excluded 
 // host, and no VIP (a one-arm LB hangs off the spines, it is no tier).
 func upperTier(r *round) []string {
 	acc := map[int32]bool{}
-	for d, a := range r.devAcc {
-		if r.devHost[d] && a >= 0 {
-			acc[a] = true
+	for d := range r.devAcc {
+		if sw := r.switchOf(int32(d)); r.devHost[d] && sw >= 0 {
+			acc[sw] = true
 		}
 	}
 	up := map[string]bool{}

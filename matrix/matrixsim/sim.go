@@ -35,6 +35,19 @@ type Config struct {
 	// shows one hop, that node. Nodes carry no rack label and Hops is
 	// empty. The switch still drops what ToRLoss says.
 	Flat bool
+	// Pods adds a pod agent per node (NodesPerRack at most 14), as the
+	// prober-pod DaemonSet runs: its first hop is its node, answering
+	// from the CNI's gateway address in the pod's CIDR, which Hops does
+	// not map. It probes its own node, its rack-mates and node i of the
+	// other racks, the pods of those nodes, and the ClusterIP Service.
+	// Nodes do not probe pods. The ToR routes pod CIDRs: a pod's trace
+	// to a rack-mate's pod shows the ToR, its node and the pod.
+	Pods bool
+	// L2Racks makes each rack one L2 segment that its ToR switches
+	// without answering traces, as the lab's ToR bridges do: a trace to
+	// a rack-mate node shows that node only. The ToR still drops what
+	// ToRLoss says.
+	L2Racks bool
 	// FlowsPerTarget fixed source ports per target, each sent
 	// ProbesPerFlow tcp_syn probes in the window.
 	FlowsPerTarget, ProbesPerFlow int
@@ -75,6 +88,9 @@ type Fabric struct {
 	cfg        Config
 	nodeName   []string
 	nodeAddr   []string
+	podName    []string // by node, with Pods
+	podAddr    []string
+	podGW      []string   // the address a pod's node answers its traces from
 	torAddr    []string   // host-facing
 	torUp      [][]string // [rack][spine] ToR's address facing the spine
 	spineDown  [][]string // [spine][rack] spine's address facing the ToR
@@ -93,6 +109,12 @@ func New(cfg Config) (*Fabric, error) {
 	}
 	if cfg.Flat && (cfg.Racks != 1 || cfg.LB) {
 		return nil, fmt.Errorf("matrixsim: flat wants racks 1 (got %d) and no lb (got %v)", cfg.Racks, cfg.LB)
+	}
+	if cfg.Pods && cfg.NodesPerRack > 14 {
+		return nil, fmt.Errorf("matrixsim: pods want nodesPerRack 14 or fewer (got %d): a node's pod CIDR is a /28", cfg.NodesPerRack)
+	}
+	if cfg.L2Racks && cfg.Flat {
+		return nil, fmt.Errorf("matrixsim: l2Racks and flat: a flat fabric is one L2 segment already")
 	}
 	if _, err := netip.ParseAddr(cfg.ClusterIP); cfg.ClusterIP != "" && err != nil {
 		return nil, fmt.Errorf("matrixsim: clusterIP: %w", err)
@@ -113,6 +135,11 @@ func New(cfg Config) (*Fabric, error) {
 		for i := range cfg.NodesPerRack {
 			f.nodeName = append(f.nodeName, fmt.Sprintf("r%03d-n%02d", r+1, i+1))
 			f.nodeAddr = append(f.nodeAddr, fmt.Sprintf("198.18.%d.%d", r+1, i+11))
+			if cfg.Pods {
+				f.podName = append(f.podName, fmt.Sprintf("r%03d-n%02d-pod", r+1, i+1))
+				f.podAddr = append(f.podAddr, fmt.Sprintf("198.18.%d.%d", 128+r, 16*(i+1)+2))
+				f.podGW = append(f.podGW, fmt.Sprintf("198.18.%d.%d", 128+r, 16*(i+1)+1))
+			}
 		}
 	}
 	for s := range cfg.Spines {
@@ -130,6 +157,31 @@ func New(cfg Config) (*Fabric, error) {
 
 // Nodes is the number of nodes.
 func (f *Fabric) Nodes() int { return len(f.nodeName) }
+
+// An endpoint is a node (0 to Nodes()-1) or, with Pods, the pod of node
+// e-Nodes().
+func (f *Fabric) nodeOf(e int) int {
+	if e >= len(f.nodeName) {
+		return e - len(f.nodeName)
+	}
+	return e
+}
+
+func (f *Fabric) isPod(e int) bool { return e >= len(f.nodeName) }
+
+func (f *Fabric) addrOf(e int) string {
+	if f.isPod(e) {
+		return f.podAddr[f.nodeOf(e)]
+	}
+	return f.nodeAddr[e]
+}
+
+func (f *Fabric) nameOf(e int) string {
+	if f.isPod(e) {
+		return f.podName[f.nodeOf(e)]
+	}
+	return f.nodeName[e]
+}
 
 // Hops is the address-to-device table for matrix.Config.Hops; empty for
 // a flat fabric, where no router answers.
@@ -262,7 +314,50 @@ func (f *Fabric) Observations(ft Fault, seed uint64) []api.Observations {
 		}
 		out = append(out, obs)
 	}
+	if cfg.Pods {
+		for node := range n {
+			out = append(out, f.podObservations(node, ft, faulty, rng, now))
+		}
+	}
 	return out
+}
+
+// podObservations is the report of node's pod.
+func (f *Fabric) podObservations(node int, ft Fault, faulty faults, rng *rand.Rand, now time.Time) api.Observations {
+	cfg := f.cfg
+	n := len(f.nodeName)
+	ra, ia := node/cfg.NodesPerRack, node%cfg.NodesPerRack
+	labels := map[string]string{"node": f.nodeName[node]}
+	for k, v := range f.rackLabels[ra] {
+		labels[k] = v
+	}
+	obs := api.Observations{
+		SchemaVersion: api.SchemaVersion,
+		Agent:         api.Agent{Name: f.podName[node], Class: "pod", Address: f.podAddr[node], Labels: labels},
+		Time:          now, WindowSeconds: 60,
+	}
+	targets := []int{node}
+	var pods []int
+	for i := range cfg.NodesPerRack {
+		if i != ia {
+			targets = append(targets, ra*cfg.NodesPerRack+i)
+			pods = append(pods, n+ra*cfg.NodesPerRack+i)
+		}
+	}
+	for r := range cfg.Racks {
+		if r != ra {
+			targets = append(targets, r*cfg.NodesPerRack+ia)
+			pods = append(pods, n+r*cfg.NodesPerRack+ia)
+		}
+	}
+	targets = append(targets, pods...)
+	if cfg.ClusterIP != "" {
+		targets = append(targets, svcDst)
+	}
+	for _, dst := range targets {
+		obs.Targets = append(obs.Targets, f.target(n+node, dst, ft, faulty, rng))
+	}
+	return obs
 }
 
 // faults is the loss each element adds, by kind.
@@ -305,6 +400,28 @@ func (f *Fabric) faultIndex(ft Fault) faults {
 // (lbDst for the VIP) through spine s (ignored in-rack), and whether a
 // black hole eats it at hop index hole (-1: none).
 func (f *Fabric) oneWay(a, b, s int, x *faults, tuple uint64) (ok float64, hole int) {
+	if !f.isPod(a) && (b < 0 || !f.isPod(b)) {
+		return f.nodeWay(a, b, s, x, tuple)
+	}
+	// A pod's veth, and its node's forwarding: background only.
+	veth := 1.0
+	na, nb := f.nodeOf(a), b
+	if f.isPod(a) {
+		veth *= 1 - f.cfg.Background
+	}
+	if b >= 0 && f.isPod(b) {
+		nb = f.nodeOf(b)
+		veth *= 1 - f.cfg.Background
+	}
+	if na == nb {
+		return veth, -1 // a pod and its own node
+	}
+	ok, hole = f.nodeWay(na, nb, s, x, tuple)
+	return ok * veth, hole
+}
+
+// nodeWay is oneWay between nodes (b, or the VIP).
+func (f *Fabric) nodeWay(a, b, s int, x *faults, tuple uint64) (ok float64, hole int) {
 	cfg := f.cfg
 	bg := 1 - cfg.Background
 	ok = 1
@@ -334,20 +451,30 @@ func (f *Fabric) oneWay(a, b, s int, x *faults, tuple uint64) (ok float64, hole 
 
 func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Target {
 	cfg := f.cfg
-	ra := src / cfg.NodesPerRack
+	ra := f.nodeOf(src) / cfg.NodesPerRack
 	t := api.Target{Protocols: []api.Protocol{{Protocol: "tcp_syn"}}}
-	// peer is the node the probes reach: the Service's are DNATed on the
-	// source node to the API server's.
+	from := "node"
+	if f.isPod(src) {
+		from = "pod"
+	}
+	// peer is the endpoint the probes reach: the Service's are DNATed
+	// on the source's node to the API server's.
 	peer := dst
-	switch dst {
-	case lbDst:
-		t.Name, t.Address, t.Class, t.Path = "vip-web", f.vip, "lb", "node_to_lb"
+	switch {
+	case dst == lbDst:
+		t.Name, t.Address, t.Class, t.Path = "vip-web", f.vip, "lb", from+"_to_lb"
 		t.Backends = f.backends
-	case svcDst:
-		t.Name, t.Address, t.Class, t.Path = ServiceName, cfg.ClusterIP, "lb", "node_to_lb"
+	case dst == svcDst:
+		t.Name, t.Address, t.Class, t.Path = ServiceName, cfg.ClusterIP, "lb", from+"_to_lb"
 		peer = apiServer
+	case f.isPod(dst):
+		t.Name, t.Address, t.Class, t.Path = f.nameOf(dst), f.addrOf(dst), "pod", from+"_to_pod"
+		t.Labels = map[string]string{"node": f.nodeName[f.nodeOf(dst)]}
+		for k, v := range f.rackLabels[f.nodeOf(dst)/cfg.NodesPerRack] {
+			t.Labels[k] = v
+		}
 	default:
-		t.Name, t.Address, t.Class, t.Path = f.nodeName[dst], f.nodeAddr[dst], "node", "node_to_node"
+		t.Name, t.Address, t.Class, t.Path = f.nodeName[dst], f.nodeAddr[dst], "node", from+"_to_node"
 		t.Labels = f.rackLabels[dst/cfg.NodesPerRack]
 	}
 	tcp := &t.Protocols[0]
@@ -361,7 +488,7 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 		s := int(hash(uint64(src), dstID, sport, dport, uint64(ra)) % uint64(cfg.Spines))
 		// The API server's own node DNATs the Service to itself:
 		// nothing leaves it.
-		local := dst == svcDst && src == peer
+		local := dst == svcDst && f.nodeOf(src) == peer
 		pOK, fwdHole := 1.0, -1
 		if !local {
 			var fwdOK float64
@@ -412,14 +539,14 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 func (f *Fabric) reverse(src, peer int, sport, dstID uint64, x *faults) (ok float64, hole int) {
 	cfg := f.cfg
 	if peer != lbDst {
-		rs := int(hash(dstID, uint64(src), dport, sport, uint64(peer/cfg.NodesPerRack)) % uint64(cfg.Spines))
+		rs := int(hash(dstID, uint64(src), dport, sport, uint64(f.nodeOf(peer)/cfg.NodesPerRack)) % uint64(cfg.Spines))
 		return f.oneWay(peer, src, rs, x, hash(dstID, uint64(src), dport, sport, 999))
 	}
-	ra := src / cfg.NodesPerRack
+	ra := f.nodeOf(src) / cfg.NodesPerRack
 	rs := int(hash(dstID, uint64(src), dport, sport, 7777) % uint64(cfg.Spines))
 	bg := 1 - cfg.Background
 	ok = bg * (1 - x.lb) * bg * (1 - x.spine[rs]) * (1 - x.link[linkKey(ra, rs, false)]) *
-		(1 - x.tor[ra]) * bg * (1 - x.host[src])
+		(1 - x.tor[ra]) * bg * (1 - x.host[f.nodeOf(src)])
 	hole = -1
 	if rs == x.holeSpine && hash(dstID, uint64(src), dport, sport, 999)%8 == 0 {
 		hole = 1
@@ -431,18 +558,22 @@ func (f *Fabric) reverse(src, peer int, sport, dstID uint64, x *faults) (ok floa
 // from the interface facing the sender; the destination is the last hop.
 func (f *Fabric) hops(src, dst, s, hole int, rng *rand.Rand) []string {
 	cfg := f.cfg
-	ra := src / cfg.NodesPerRack
+	na := f.nodeOf(src)
+	ra := na / cfg.NodesPerRack
 	var h []string
 	switch {
+	case f.isPod(src) && dst == na:
+		// A pod's trace to its own node: the node answers first.
+		h = []string{f.nodeAddr[na]}
+	case f.isPod(src):
+		h = append(f.nodePath(na, dst, s, []string{f.podGW[na]}), f.addrOf(dst))
+		if hole >= 0 {
+			hole++
+		}
 	case dst == lbDst:
 		h = []string{f.torAddr[ra], f.spineDown[s][ra], f.vip}
-	case cfg.Flat:
-		h = []string{f.nodeAddr[dst]}
-	case dst/cfg.NodesPerRack == ra:
-		h = []string{f.torAddr[ra], f.nodeAddr[dst]}
 	default:
-		rb := dst / cfg.NodesPerRack
-		h = []string{f.torAddr[ra], f.spineDown[s][ra], f.torUp[rb][s], f.nodeAddr[dst]}
+		h = append(f.nodePath(na, dst, s, nil), f.addrOf(dst))
 	}
 	for i := range len(h) - 1 {
 		if rng.Float64() < cfg.SilentHop {
@@ -452,6 +583,33 @@ func (f *Fabric) hops(src, dst, s, hole int, rng *rand.Rand) []string {
 	if hole >= 0 {
 		for i := hole + 1; i < len(h); i++ {
 			h[i] = ""
+		}
+	}
+	return h
+}
+
+// nodePath appends to h the hops from node na to endpoint dst, less
+// dst itself.
+func (f *Fabric) nodePath(na, dst, s int, h []string) []string {
+	cfg := f.cfg
+	if dst == lbDst {
+		ra := na / cfg.NodesPerRack
+		return append(h, f.torAddr[ra], f.spineDown[s][ra])
+	}
+	nb := f.nodeOf(dst)
+	ra, rb := na/cfg.NodesPerRack, nb/cfg.NodesPerRack
+	switch {
+	case cfg.Flat || nb == na:
+	case rb == ra && !f.isPod(dst):
+		if !cfg.L2Racks {
+			h = append(h, f.torAddr[ra])
+		}
+	case rb == ra: // a rack-mate's pod: the ToR routes pod CIDRs
+		h = append(h, f.torAddr[ra], f.nodeAddr[nb])
+	default:
+		h = append(h, f.torAddr[ra], f.spineDown[s][ra], f.torUp[rb][s])
+		if f.isPod(dst) {
+			h = append(h, f.nodeAddr[nb])
 		}
 	}
 	return h
