@@ -150,17 +150,50 @@ func lbRule(r *round, th *Thresholds) []candidate {
 // it (node i of each rack probes node i of the others), and its paths to
 // the broken host made it look broken too.
 func hostRule(r *round, th *Thresholds, rackOf func(dev int32) string) []candidate {
-	nd := len(r.devName)
-	// node[d] is the host a pod's traffic leaves through (d itself for a
-	// node): its subtree is it and its pods.
-	node := make([]int32, nd)
-	for d := range nd {
-		node[d] = r.nodeOf(int32(d))
+	h := newHostTallies(r, rackOf)
+	var out []candidate
+	for {
+		h.count(r)
+		var best candidate
+		var bestOut, bestIn bool
+		for d := range int32(len(r.devName)) {
+			c, wo, wi, ok := h.judge(r, th, d)
+			if ok && (best.Name == "" || c.excess > best.excess) {
+				best, bestOut, bestIn = c, wo, wi
+			}
+		}
+		if best.Name == "" {
+			return out
+		}
+		h.evidence(r, &best, bestOut, bestIn)
+		out = append(out, best)
+		h.blamed[best.dev] = true
 	}
+}
+
+type hostSide struct{ out, in tally }
+
+// hostTallies are the host rule's sums, per device and per rack, over the
+// pairs that no host blamed so far explains.
+type hostTallies struct {
+	node    []int32 // the host a pod's traffic leaves through (d itself for a node)
+	rack    []int32 // a host's rack, -1 for what is no host
+	own     []hostSide
+	sub     []hostSide // a node's subtree's (it and its pods)
+	cross   []hostSide // pairs with rack-mates: out of it, into it
+	crossSb []hostSide // the same for its subtree (nodes)
+	racks   []hostSide
+	seen    []bool
+	blamed  []bool
+}
+
+func newHostTallies(r *round, rackOf func(dev int32) string) *hostTallies {
+	nd := len(r.devName)
+	h := &hostTallies{node: make([]int32, nd), rack: make([]int32, nd)}
 	rackID := map[string]int32{}
-	rack := make([]int32, nd)
 	for d := range nd {
-		rack[d] = -1
+		h.node[d] = r.nodeOf(int32(d))
+		h.rack[d] = -1
 		if !r.devHost[d] || r.devLB[d] {
 			continue
 		}
@@ -170,130 +203,119 @@ func hostRule(r *round, th *Thresholds, rackOf func(dev int32) string) []candida
 			id = int32(len(rackID))
 			rackID[name] = id
 		}
-		rack[d] = id
+		h.rack[d] = id
 	}
-	type side struct{ out, in tally }
-	var (
-		own     = make([]side, nd) // the host's own pairs
-		sub     = make([]side, nd) // its subtree's pairs (nodes)
-		cross   = make([]side, nd) // pairs with rack-mates: out of it, into it
-		crossSb = make([]side, nd) // the same for its subtree (nodes)
-		racks   = make([]side, len(rackID))
-		seen    = make([]bool, nd)
-		blamed  = make([]bool, nd)
-	)
-	explained := func(p *pair) bool {
-		return blamed[p.src] || blamed[p.dst] || blamed[node[p.src]] || blamed[node[p.dst]]
-	}
-	var out []candidate
-	for {
-		clear(own)
-		clear(sub)
-		clear(cross)
-		clear(crossSb)
-		clear(racks)
-		for pi := range r.pairs {
-			p := &r.pairs[pi]
-			t := &r.agents[p.agent].targets[p.target]
-			if isLBPath(t) || explained(p) {
-				continue
-			}
-			s, d := p.src, p.dst
-			seen[s] = true
-			own[s].out.add(p)
-			sub[node[s]].out.add(p)
-			if rs := rack[s]; rs >= 0 {
-				racks[rs].out.add(p)
-			}
-			if !r.devHost[d] || r.devLB[d] {
-				continue
-			}
-			seen[d] = true
-			own[d].in.add(p)
-			sub[node[d]].in.add(p)
-			if rd := rack[d]; rd >= 0 {
-				racks[rd].in.add(p)
-				if rack[s] == rd {
-					cross[s].out.add(p)
-					cross[d].in.add(p)
-					if node[s] != node[d] {
-						crossSb[node[s]].out.add(p)
-						crossSb[node[d]].in.add(p)
-					}
+	h.own, h.sub, h.cross, h.crossSb = make([]hostSide, nd), make([]hostSide, nd), make([]hostSide, nd), make([]hostSide, nd)
+	h.racks = make([]hostSide, len(rackID))
+	h.seen, h.blamed = make([]bool, nd), make([]bool, nd)
+	return h
+}
+
+func (h *hostTallies) explained(p *pair) bool {
+	return h.blamed[p.src] || h.blamed[p.dst] || h.blamed[h.node[p.src]] || h.blamed[h.node[p.dst]]
+}
+
+// count sums every pair to a host that is not explained yet.
+func (h *hostTallies) count(r *round) {
+	clear(h.own)
+	clear(h.sub)
+	clear(h.cross)
+	clear(h.crossSb)
+	clear(h.racks)
+	for pi := range r.pairs {
+		p := &r.pairs[pi]
+		t := &r.agents[p.agent].targets[p.target]
+		if isLBPath(t) || h.explained(p) {
+			continue
+		}
+		s, d := p.src, p.dst
+		h.seen[s] = true
+		h.own[s].out.add(p)
+		h.sub[h.node[s]].out.add(p)
+		if rs := h.rack[s]; rs >= 0 {
+			h.racks[rs].out.add(p)
+		}
+		if !r.devHost[d] || r.devLB[d] {
+			continue
+		}
+		h.seen[d] = true
+		h.own[d].in.add(p)
+		h.sub[h.node[d]].in.add(p)
+		if rd := h.rack[d]; rd >= 0 {
+			h.racks[rd].in.add(p)
+			if h.rack[s] == rd {
+				h.cross[s].out.add(p)
+				h.cross[d].in.add(p)
+				if h.node[s] != h.node[d] {
+					h.crossSb[h.node[s]].out.add(p)
+					h.crossSb[h.node[d]].in.add(p)
 				}
 			}
 		}
-		var best candidate
-		var bestOut, bestIn bool
-		for di := range nd {
-			d := int32(di)
-			if !seen[d] || blamed[d] || rack[d] < 0 {
-				continue
-			}
-			// What the rest of the rack sent and received, less d's
-			// subtree and its pairs with d's subtree.
-			whole, x := sub[d], crossSb[d]
-			if node[d] != d { // a pod: its subtree is itself
-				whole, x = own[d], cross[d]
-			}
-			rk := racks[rack[d]]
-			peersOut := tally{rk.out.sent - whole.out.sent - x.in.sent, rk.out.lost - whole.out.lost - x.in.lost}
-			peersIn := tally{rk.in.sent - whole.in.sent - x.out.sent, rk.in.lost - whole.in.lost - x.out.lost}
-			if peersOut.sent == 0 && peersIn.sent == 0 {
-				continue // alone in its rack: cannot tell it from its ToR
-			}
-			s := &own[d]
-			wo, co := th.clearlyWorse(s.out, peersOut)
-			wi, ci := th.clearlyWorse(s.in, peersIn)
-			if !wo && !wi {
-				continue
-			}
-			var lost, sent uint64
-			var dir []string
-			if wo {
-				lost, sent = lost+s.out.lost, sent+s.out.sent
-				dir = append(dir, fmt.Sprintf("its paths out lose %.2g (its rack's others %.2g)", s.out.ratio(), peersOut.ratio()))
-			}
-			if wi {
-				lost, sent = lost+s.in.lost, sent+s.in.sent
-				dir = append(dir, fmt.Sprintf("its paths in lose %.2g (its rack's others %.2g)", s.in.ratio(), peersIn.ratio()))
-			}
-			excess := float64(lost) - th.Healthy*float64(sent)
-			if best.Name != "" && excess <= best.excess {
-				continue
-			}
-			best = candidate{dev: d, conf: max(co, ci), excess: excess}
-			best.Kind, best.Name = KindHost, r.devName[d]
-			best.Addresses = slices.Clone(r.devAddr[d])
-			best.EstimatedLoss = float64(lost) / float64(sent)
-			best.Evidence = Evidence{Stage: "rule", Detail: strings.Join(dir, "; "),
-				LostProbes: float64(lost), SentProbes: float64(sent),
-				PValue: upperTail(float64(lost), float64(sent), th.Healthy)}
-			bestOut, bestIn = wo, wi
-		}
-		if best.Name == "" {
-			return out
-		}
-		c, d := best, best.dev
-		var ps []int32
-		for pi := range r.pairs {
-			p := &r.pairs[pi]
-			if explained(p) {
-				continue
-			}
-			if p.src == d && bestOut || p.dst == d && bestIn {
-				ps = append(ps, int32(pi))
-				if p.lost > 0 {
-					c.Evidence.LossyFlows++
-				} else {
-					c.Evidence.CleanFlows++
-				}
-			}
-		}
-		c.Evidence.Examples = pairExamples(r, ps)
-		out = append(out, c)
-		blamed[d] = true
 	}
+}
+
+// judge compares host d's paths out and in with what the rest of its rack
+// sent and received, less d's subtree and its pairs with d's subtree; ok
+// when d is clearly worse one way or both (wo, wi).
+func (h *hostTallies) judge(r *round, th *Thresholds, d int32) (c candidate, wo, wi, ok bool) {
+	if !h.seen[d] || h.blamed[d] || h.rack[d] < 0 {
+		return c, false, false, false
+	}
+	whole, x := h.sub[d], h.crossSb[d]
+	if h.node[d] != d { // a pod: its subtree is itself
+		whole, x = h.own[d], h.cross[d]
+	}
+	rk := h.racks[h.rack[d]]
+	peersOut := tally{rk.out.sent - whole.out.sent - x.in.sent, rk.out.lost - whole.out.lost - x.in.lost}
+	peersIn := tally{rk.in.sent - whole.in.sent - x.out.sent, rk.in.lost - whole.in.lost - x.out.lost}
+	if peersOut.sent == 0 && peersIn.sent == 0 {
+		return c, false, false, false // alone in its rack: cannot tell it from its ToR
+	}
+	s := &h.own[d]
+	wo, co := th.clearlyWorse(s.out, peersOut)
+	wi, ci := th.clearlyWorse(s.in, peersIn)
+	if !wo && !wi {
+		return c, false, false, false
+	}
+	var lost, sent uint64
+	var dir []string
+	if wo {
+		lost, sent = lost+s.out.lost, sent+s.out.sent
+		dir = append(dir, fmt.Sprintf("its paths out lose %.2g (its rack's others %.2g)", s.out.ratio(), peersOut.ratio()))
+	}
+	if wi {
+		lost, sent = lost+s.in.lost, sent+s.in.sent
+		dir = append(dir, fmt.Sprintf("its paths in lose %.2g (its rack's others %.2g)", s.in.ratio(), peersIn.ratio()))
+	}
+	c = candidate{dev: d, conf: max(co, ci), excess: float64(lost) - th.Healthy*float64(sent)}
+	c.Kind, c.Name = KindHost, r.devName[d]
+	c.Addresses = slices.Clone(r.devAddr[d])
+	c.EstimatedLoss = float64(lost) / float64(sent)
+	c.Evidence = Evidence{Stage: "rule", Detail: strings.Join(dir, "; "),
+		LostProbes: float64(lost), SentProbes: float64(sent),
+		PValue: upperTail(float64(lost), float64(sent), th.Healthy)}
+	return c, wo, wi, true
+}
+
+// evidence counts and samples the pairs c's host is blamed for.
+func (h *hostTallies) evidence(r *round, c *candidate, out, in bool) {
+	var ps []int32
+	for pi := range r.pairs {
+		p := &r.pairs[pi]
+		if h.explained(p) {
+			continue
+		}
+		if p.src == c.dev && out || p.dst == c.dev && in {
+			ps = append(ps, int32(pi))
+			if p.lost > 0 {
+				c.Evidence.LossyFlows++
+			} else {
+				c.Evidence.CleanFlows++
+			}
+		}
+	}
+	c.Evidence.Examples = pairExamples(r, ps)
 }
 
 // dataplaneRule blames a node's pod dataplane (CNI, veth, node
