@@ -48,6 +48,14 @@ type Options struct {
 	Firing []Alert
 	// Quiet are the alerts that must be neither pending nor firing.
 	Quiet []string
+	// Absent are metrics the situation has no series of, each with why
+	// (a healthy agent counts no probe errors): Check asserts they are
+	// absent, and a panel target naming one may return no data.
+	Absent map[string]string
+	// Empty are panels, by title, that the situation leaves without data,
+	// each with why (a node nothing suspects): Check asserts every target
+	// of theirs returns nothing.
+	Empty map[string]string
 }
 
 // Alert names an alerting rule and the alert of it that is expected.
@@ -109,6 +117,16 @@ func Check(ctx context.Context, o Options) (problems, notes []string) {
 				series, err := prom.Query(ctx, expr)
 				if err != nil {
 					bad("%s: %v\n  query: %s", where, err, expr)
+					continue
+				}
+				if why, ok := o.Empty[p.Title]; ok {
+					if len(series) > 0 {
+						bad("%s: returns %d series, want none (%s): %v\n  query: %s", where, len(series), why, series[0].Metric, expr)
+					}
+					continue
+				}
+				if why := absentReason(o.Absent, tg.Expr); why != "" && len(series) == 0 {
+					notes = append(notes, fmt.Sprintf("%s: no data, as expected (%s)", where, why))
 					continue
 				}
 				reason := pendingReason(tg.Expr)
@@ -179,12 +197,29 @@ func Check(ctx context.Context, o Options) (problems, notes []string) {
 				continue
 			}
 			seen[m] = true
+			if why, ok := o.Absent[m]; ok {
+				if slices.Contains(names, m) {
+					bad("metric %s has series, want none (%s)", m, why)
+				}
+				continue
+			}
 			if !slices.Contains(names, m) && pendingReason(m) == "" {
 				bad("metric %s is named by a dashboard or rule but exported by no agent or matrix: renamed?", m)
 			}
 		}
 	}
 	return problems, notes
+}
+
+// absentReason is why an expression may return no data: it names a
+// metric of absent, which the situation has none of.
+func absentReason(absent map[string]string, expr string) string {
+	for _, m := range metricRef.FindAllString(expr, -1) {
+		if why := absent[m]; why != "" {
+			return m + ": " + why
+		}
+	}
+	return ""
 }
 
 // tripped reports whether an alert of rule want.Name is pending or firing
