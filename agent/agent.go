@@ -61,6 +61,8 @@ type Agent struct {
 	ln      net.Listener
 	srv     *http.Server
 	now     func() time.Time
+	// lbSettle is the package's constant; tests shorten it.
+	lbSettle time.Duration
 
 	mu      sync.Mutex
 	targets map[string]*target
@@ -72,13 +74,14 @@ type Agent struct {
 // a missing privilege or a taken port fails here, before anything starts.
 func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 	a := &Agent{
-		cfg:     cfg,
-		log:     logger,
-		src:     cfg.SourceAddr(),
-		reg:     prometheus.NewRegistry(),
-		targets: map[string]*target{},
-		labels:  maps.Clone(cfg.Labels),
-		now:     time.Now,
+		cfg:      cfg,
+		log:      logger,
+		src:      cfg.SourceAddr(),
+		reg:      prometheus.NewRegistry(),
+		targets:  map[string]*target{},
+		labels:   maps.Clone(cfg.Labels),
+		now:      time.Now,
+		lbSettle: lbSettle,
 	}
 	p := cfg.Probing
 	burst := max(1, int(p.MaxProbesPerSecond/10))

@@ -32,6 +32,12 @@ func needRoot(t *testing.T) {
 // loopbackAgent runs an agent on 127.0.0.1 probing listeners on loopback.
 func loopbackAgent(t *testing.T, yaml string) (*Agent, string) {
 	t.Helper()
+	return loopbackAgentWith(t, yaml, nil)
+}
+
+// loopbackAgentWith is loopbackAgent with edit applied before Run.
+func loopbackAgentWith(t *testing.T, yaml string, edit func(*Agent)) (*Agent, string) {
+	t.Helper()
 	cfg, err := config.ParseAgent("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +45,9 @@ func loopbackAgent(t *testing.T, yaml string) (*Agent, string) {
 	a, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(a)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -329,7 +338,9 @@ func itoa(i int) string { return strconv.Itoa(i) }
 // TestAgentRefusingVIPIsLoss: a VIP that refuses new connections (a
 // RST, or kube-proxy's REJECT of a Service without endpoints) fails its
 // clients, so for an lb target a refused SYN is loss; an agent that
-// refuses (it is restarting) is no loss.
+// refuses (it is restarting) is no loss. A new lb target counts from its
+// first answer, or from its settle time: kube-proxy may not have
+// programmed a Service the agent has just learned of.
 func TestAgentRefusingVIPIsLoss(t *testing.T) {
 	needRoot(t)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -338,7 +349,9 @@ func TestAgentRefusingVIPIsLoss(t *testing.T) {
 	}
 	closed := ln.Addr().(*net.TCPAddr).Port
 	ln.Close() // nothing listens: the kernel answers SYNs with RST
-	_, base := loopbackAgent(t, `
+	const settle = 2 * time.Second
+	start := time.Now()
+	_, base := loopbackAgentWith(t, `
 name: lo1
 class: node
 listen: 127.0.0.1:0
@@ -346,27 +359,45 @@ probing: {interval: 50ms, timeout: 500ms, window: 10s, flows: 2, sourcePortBase:
 targets:
   - {name: restarting, address: 127.0.0.1, class: node, port: `+itoa(closed)+`, http2: none}
   - {name: no-endpoints, address: 127.0.0.1, class: lb, port: `+itoa(closed)+`, http2: none}
-`)
-	deadline := time.Now().Add(5 * time.Second)
-	var syn map[string]api.Stats
-	for time.Now().Before(deadline) {
-		syn = map[string]api.Stats{}
+  - {name: answering, address: 127.0.0.1, class: lb, port: `+itoa(openPort(t))+`, http2: none}
+`, func(a *Agent) { a.lbSettle = settle })
+	syn := func() map[string]api.Stats {
+		m := map[string]api.Stats{}
 		for _, tg := range getObservations(t, base).Targets {
 			for _, p := range tg.Protocols {
 				if p.Protocol == "tcp_syn" {
-					syn[tg.Name] = p.Stats
+					m[tg.Name] = p.Stats
 				}
 			}
 		}
-		if syn["restarting"].Sent >= 10 && syn["no-endpoints"].Sent >= 10 {
+		return m
+	}
+	// Before the settle time a new lb target counts from its first
+	// answer: the one answering at once, the refusing one not at all.
+	for time.Since(start) < settle/2 && syn()["answering"].Sent < 10 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	early := syn()
+	if time.Since(start) < settle {
+		if s := early["no-endpoints"]; s.Sent != 0 {
+			t.Errorf("a refusing lb target before its settle time: %+v, want nothing counted", s)
+		}
+		if s := early["answering"]; s.Sent < 10 || s.Lost != 0 {
+			t.Errorf("an answering lb target: %+v, want 10+ sent at once and none lost", s)
+		}
+	}
+	deadline := time.Now().Add(settle + 5*time.Second)
+	var late map[string]api.Stats
+	for time.Now().Before(deadline) {
+		if late = syn(); late["restarting"].Sent >= 10 && late["no-endpoints"].Sent >= 10 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if s := syn["restarting"]; s.Sent < 10 || s.Lost != 0 {
+	if s := late["restarting"]; s.Sent < 10 || s.Lost != 0 {
 		t.Errorf("a refusing node target: %+v, want 10+ sent and none lost", s)
 	}
-	if s := syn["no-endpoints"]; s.Sent < 10 || s.Lost != s.Sent {
-		t.Errorf("a refusing lb target: %+v, want every probe lost", s)
+	if s := late["no-endpoints"]; s.Sent < 10 || s.Lost != s.Sent {
+		t.Errorf("a refusing lb target after its settle time: %+v, want every probe lost", s)
 	}
 }

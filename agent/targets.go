@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/netprober/prober/config"
@@ -22,6 +23,8 @@ type target struct {
 	done   chan struct{}
 	ports  []uint16  // tcp_syn source ports, one per flow
 	h2     *h2Target // nil unless pinged over HTTP/2
+	added  time.Time
+	live   atomic.Bool // an lb target has answered: its results count
 
 	mu     sync.Mutex
 	protos map[probe.Protocol]*protoState
@@ -93,7 +96,7 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 
 func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 	p := a.cfg.Probing
-	t := &target{Target: tg, path: config.Path(a.cfg.Class, tg.Class), done: make(chan struct{}), protos: map[probe.Protocol]*protoState{}}
+	t := &target{Target: tg, path: config.Path(a.cfg.Class, tg.Class), added: a.now(), done: make(chan struct{}), protos: map[probe.Protocol]*protoState{}}
 	if a.syn != nil {
 		ports, err := a.syn.AllocPorts(p.Flows)
 		if err != nil {
@@ -206,7 +209,20 @@ func (a *Agent) loop(ctx context.Context, t *target, proto probe.Protocol, flow 
 	}
 }
 
+// lbSettle bounds how long a new lb target's results wait for its first
+// answer before they count: kube-proxy programs a Service on this node in
+// about the time the agent learns of it, and until then its VIP drops or
+// rejects. A Service that never answers is reported once this has passed.
+const lbSettle = 10 * time.Second
+
 func (a *Agent) record(t *target, proto probe.Protocol, flow int, r probe.Result) {
+	if t.Class == config.ClassLB && !t.live.Load() {
+		if r.Outcome == probe.OK {
+			t.live.Store(true)
+		} else if a.now().Sub(t.added) < a.lbSettle {
+			return // not yet programmed, perhaps: neither sent nor lost
+		}
+	}
 	if proto == probe.ProtocolTCPSYN && t.Class == config.ClassLB && refusedNewFlow(r) {
 		// A VIP that refuses a new connection, or whose kube-proxy
 		// rejects it (a Service without endpoints), fails its clients

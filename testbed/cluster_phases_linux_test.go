@@ -335,7 +335,12 @@ spec:
 	}
 	defer r.c.Kubectl(ctx, "-n", "prober", "delete", "service", "web", "--wait=false")
 	pods := r.podAgents(ctx, t)
-	r.waitFor(ctx, t, 90*time.Second, "the agents probing "+svc+" and reporting its backends", func(v testbed.MatrixView, _ matrix.Diagnosis) error {
+	// A new Service is silent: its first probes, before kube-proxy has
+	// programmed it on every node, are no loss.
+	r.waitFor(ctx, t, 90*time.Second, "the agents probing "+svc+" and reporting its backends", func(v testbed.MatrixView, d matrix.Diagnosis) error {
+		if len(d.Suspects) > 0 {
+			t.Fatalf("a new Service raised a suspect: %s", describe(d))
+		}
 		n := 0
 		for _, c := range v.Groups {
 			if c.Target == svc && c.Protocol == "tcp_syn" && c.Sent > 0 {
