@@ -141,10 +141,10 @@ func (c *Cluster) upFabric(ctx context.Context) (err error) {
 	return err
 }
 
-// Close stops every node and the control plane by the pids it recorded,
-// kills what they left in the cluster's cgroups (shims, containers),
-// removes the cgroups, the fabric and the cluster's directory. It is
-// idempotent and returns every error it met.
+// Close clears the fabric's faults, stops every node and the control
+// plane by the pids it recorded, kills what they left in the cluster's
+// cgroups (shims, containers), removes the cgroups, the fabric and the
+// cluster's directory. It is idempotent and returns every error it met.
 func (c *Cluster) Close() error {
 	var errs []error
 	c.mu.Lock()
@@ -155,6 +155,13 @@ func (c *Cluster) Close() error {
 	c.mu.Unlock()
 	if len(nodes) > 0 || len(cp) > 0 {
 		fmt.Fprintf(c.out, "==> stopping the cluster\n")
+		// Faults first: a fault that eats the daemons' last packets (an
+		// LB that forgot their flows) holds the API server's shutdown.
+		if c.Fabric != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			errs = append(errs, c.Fabric.Clear(ctx))
+			cancel()
+		}
 	}
 	nodeErrs := make([]error, 0, len(nodes))
 	var wg sync.WaitGroup

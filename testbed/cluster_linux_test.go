@@ -3,6 +3,7 @@ package testbed_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -86,11 +87,10 @@ func TestCluster(t *testing.T) {
 		}
 	}
 	t.Logf("every prober pod Ready %v after kubectl apply", time.Since(applied).Round(time.Second))
-	matrixAddr, err := c.ServiceAddr(ctx, "prober", "prober-matrix")
-	if err != nil {
+	r := &clusterRun{t: t, c: c, matrix: testbed.MatrixClient{Client: c.HTTPClient(5 * time.Second)}}
+	if r.matrix.Base, err = r.matrixBase(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := &clusterRun{t: t, c: c, matrix: testbed.MatrixClient{Base: "http://" + matrixAddr.String(), Client: c.HTTPClient(5 * time.Second)}}
 	r.waitAgents(ctx, t, "the matrix to see every agent")
 
 	prom := r.startPrometheus(ctx, kube, dir)
@@ -99,10 +99,19 @@ func TestCluster(t *testing.T) {
 	if rss, err := c.RSS(); err == nil {
 		t.Logf("the cluster's processes (daemons, containers) use %d MiB of RSS", rss>>20)
 	}
-	t.Run("seed 004: a lossy spine", func(t *testing.T) { r.seed004(ctx, t, prom) })
-	t.Run("seed 001: the API server's LB forgets established flows", func(t *testing.T) { r.seed001(ctx, t) })
-	t.Run("seed 002: a Service loses its endpoints", func(t *testing.T) { r.seed002(ctx, t) })
-	t.Run("churn: a node removed, a prober pod deleted", func(t *testing.T) { r.churn(ctx, t) })
+	// Each phase starts from a clean matrix, also after one that failed.
+	phase := func(name string, run func(t *testing.T)) {
+		t.Run(name, func(t *testing.T) {
+			if r.t.Failed() {
+				r.waitClean(ctx, t, "a clean matrix after the failed phase")
+			}
+			run(t)
+		})
+	}
+	phase("seed 004: a lossy spine", func(t *testing.T) { r.seed004(ctx, t, prom) })
+	phase("seed 001: the API server's LB forgets established flows", func(t *testing.T) { r.seed001(ctx, t) })
+	phase("seed 002: a Service loses its endpoints", func(t *testing.T) { r.seed002(ctx, t) })
+	phase("churn: a node removed, a prober pod deleted", func(t *testing.T) { r.churn(ctx, t) })
 }
 
 // expectedAgents are the names of every agent: each Node's node agent
@@ -166,17 +175,57 @@ func (r *clusterRun) healthy(ctx context.Context, t *testing.T, d time.Duration)
 	}
 }
 
+// get reads the matrix and its diagnosis, for up to 15 s while they
+// cannot be read.
 func (r *clusterRun) get(ctx context.Context, t *testing.T) (testbed.MatrixView, matrix.Diagnosis) {
 	t.Helper()
-	v, err := r.matrix.Matrix(ctx)
-	if err != nil {
-		t.Fatal(err)
+	start := time.Now()
+	for {
+		v, d, err := r.fetch(ctx)
+		if err == nil {
+			return v, d
+		}
+		if time.Since(start) > 15*time.Second || ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		sleep(ctx, time.Second)
 	}
-	d, err := r.matrix.Diagnosis(ctx)
-	if err != nil {
-		t.Fatal(err)
+}
+
+// fetch reads the matrix pod itself, not its Service: when seed 001's
+// fault lets a Node go NotReady, the Service loses the pod, which still
+// runs. A failed read looks the pod up again (rescheduled by churn).
+func (r *clusterRun) fetch(ctx context.Context) (testbed.MatrixView, matrix.Diagnosis, error) {
+	read := func() (v testbed.MatrixView, d matrix.Diagnosis, err error) {
+		if v, err = r.matrix.Matrix(ctx); err == nil {
+			d, err = r.matrix.Diagnosis(ctx)
+		}
+		return v, d, err
 	}
-	return v, d
+	v, d, err := read()
+	if err == nil {
+		return v, d, nil
+	}
+	if base, e := r.matrixBase(ctx); e == nil && base != r.matrix.Base {
+		r.matrix.Base = base
+		return read()
+	}
+	return v, d, err
+}
+
+// matrixBase is the URL of the running prober-matrix pod.
+func (r *clusterRun) matrixBase(ctx context.Context) (string, error) {
+	out, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=matrix",
+		"-o", `jsonpath={range .items[*]}{.status.phase} {.metadata.deletionTimestamp} {.status.podIP}{"\n"}{end}`)
+	if err != nil {
+		return "", fmt.Errorf("%v: %s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "Running" {
+			return "http://" + net.JoinHostPort(f[1], "9809"), nil
+		}
+	}
+	return "", fmt.Errorf("no running prober-matrix pod: %q", out)
 }
 
 // waitFor polls the matrix every 2 s until cond returns nil.
@@ -185,9 +234,8 @@ func (r *clusterRun) waitFor(ctx context.Context, t *testing.T, within time.Dura
 	start := time.Now()
 	var last error
 	for time.Since(start) < within {
-		v, errV := r.matrix.Matrix(ctx)
-		d, errD := r.matrix.Diagnosis(ctx)
-		if last = cmpErr(errV, errD); last == nil {
+		v, d, err := r.fetch(ctx)
+		if last = err; last == nil {
 			if last = cond(v, d); last == nil {
 				t.Logf("%s: %v", what, time.Since(start).Round(time.Second))
 				return time.Since(start)
@@ -197,15 +245,6 @@ func (r *clusterRun) waitFor(ctx context.Context, t *testing.T, within time.Dura
 	}
 	t.Fatalf("%s: not within %v: %v", what, within, last)
 	return 0
-}
-
-func cmpErr(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	return nil
 }
 
 func describe(d matrix.Diagnosis) string {

@@ -48,10 +48,10 @@ type Options struct {
 	Firing []Alert
 	// Quiet are the alerts that must be neither pending nor firing.
 	Quiet []string
-	// Absent are metrics the situation has no series of, each with why
-	// (a healthy agent counts no probe errors): Check asserts they are
-	// absent, and a panel target naming one may return no data.
-	Absent map[string]string
+	// MayLack are metrics the situation may have no series of, each with
+	// why (a counter nothing has incremented yet): a panel target naming
+	// one may return no data, and the metric need not exist.
+	MayLack map[string]string
 	// Empty are panels, by title, that the situation leaves without data,
 	// each with why (a node nothing suspects): Check asserts every target
 	// of theirs returns nothing.
@@ -125,8 +125,8 @@ func Check(ctx context.Context, o Options) (problems, notes []string) {
 					}
 					continue
 				}
-				if why := absentReason(o.Absent, tg.Expr); why != "" && len(series) == 0 {
-					notes = append(notes, fmt.Sprintf("%s: no data, as expected (%s)", where, why))
+				if why := lackReason(o.MayLack, tg.Expr); why != "" && len(series) == 0 {
+					notes = append(notes, fmt.Sprintf("%s: no data, allowed (%s)", where, why))
 					continue
 				}
 				reason := pendingReason(tg.Expr)
@@ -197,10 +197,7 @@ func Check(ctx context.Context, o Options) (problems, notes []string) {
 				continue
 			}
 			seen[m] = true
-			if why, ok := o.Absent[m]; ok {
-				if slices.Contains(names, m) {
-					bad("metric %s has series, want none (%s)", m, why)
-				}
+			if _, ok := o.MayLack[m]; ok {
 				continue
 			}
 			if !slices.Contains(names, m) && pendingReason(m) == "" {
@@ -211,11 +208,11 @@ func Check(ctx context.Context, o Options) (problems, notes []string) {
 	return problems, notes
 }
 
-// absentReason is why an expression may return no data: it names a
-// metric of absent, which the situation has none of.
-func absentReason(absent map[string]string, expr string) string {
+// lackReason is why an expression may return no data: it names a metric
+// of mayLack.
+func lackReason(mayLack map[string]string, expr string) string {
 	for _, m := range metricRef.FindAllString(expr, -1) {
-		if why := absent[m]; why != "" {
+		if why := mayLack[m]; why != "" {
 			return m + ": " + why
 		}
 	}
