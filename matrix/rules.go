@@ -43,17 +43,17 @@ func isPodPath(t *targetRec) bool {
 
 // lbRule blames a load balancer when its VIP paths lose while its
 // backends' direct paths (or, when the agents do not list backends, the
-// same sources' other paths) are clean; or when at least two sources,
+// same sources' paths that leave their switch, as a VIP's do) are clean; or when at least two sources,
 // and half of those probing it, see its established flows black-holed
 // (HTTP/2 PINGs die while new flows pass: seed 001).
 func lbRule(r *round, th *Thresholds) []candidate {
 	type lb struct {
-		vip, other tally
-		sources    map[int32]bool
-		blackholed map[int32]bool
-		backends   map[string]bool
-		addrs      map[string]bool
-		pairs      []int32
+		vip, other, beyond tally
+		sources            map[int32]bool
+		blackholed         map[int32]bool
+		backends           map[string]bool
+		addrs              map[string]bool
+		pairs              []int32
 	}
 	lbs := map[int32]*lb{}
 	for pi := range r.pairs {
@@ -92,6 +92,20 @@ func lbRule(r *round, th *Thresholds) []candidate {
 			}
 			if len(v.backends) > 0 && v.backends[t.name] || len(v.backends) == 0 && v.sources[p.src] {
 				v.other.add(p)
+				if sw := r.switchOf(p.src); sw < 0 || sw != r.switchOf(p.dst) {
+					v.beyond.add(p)
+				}
+			}
+		}
+		what := "backends' direct paths"
+		if len(v.backends) == 0 {
+			// A VIP lies beyond its clients' own switch: compared with
+			// their rack-local paths, a lossy spine between them and the
+			// LB made the LB look lossy. Paths that leave the rack cross
+			// what the VIP's do.
+			what = "same sources' other paths"
+			if v.beyond.sent > 0 {
+				v.other, what = v.beyond, "same sources' paths beyond their switch"
 			}
 		}
 		worse, conf := th.clearlyWorse(v.vip, v.other)
@@ -104,10 +118,6 @@ func lbRule(r *round, th *Thresholds) []candidate {
 		c.Addresses = sortedKeys(v.addrs)
 		c.Evidence = Evidence{Stage: "rule", LostProbes: float64(v.vip.lost), SentProbes: float64(v.vip.sent),
 			PValue: upperTail(float64(v.vip.lost), float64(v.vip.sent), th.Healthy)}
-		what := "backends' direct paths"
-		if len(v.backends) == 0 {
-			what = "same sources' other paths"
-		}
 		if worse {
 			c.conf = conf
 			c.EstimatedLoss = v.vip.ratio()

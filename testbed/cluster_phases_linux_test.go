@@ -188,7 +188,7 @@ func (r *clusterRun) checkDashboards(ctx context.Context, t *testing.T, prom *te
 
 // seed001 is seed 001's fault on the real path: the LB in front of the
 // API server, through which the kubelets reach it, forgets the flows it
-// tracked; new flows pass. The node agents must report the black hole
+// tracked; new flows pass. Most node agents must report the black hole
 // within 10 s with tcp_syn to the VIP clean, the matrix name an lb, and
 // prober be first: before the kubelets' own HTTP/2 health check notices
 // (about 45 s) and before any Node goes NotReady.
@@ -198,6 +198,7 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T) {
 	r.inject(ctx, t, fault)
 	start := time.Now()
 	var agents, lb, notReady time.Duration
+	reporting := 0
 	notReadyNode := ""
 	for time.Since(start) < 90*time.Second {
 		if agents == 0 {
@@ -213,8 +214,12 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T) {
 					}
 				}
 			}
-			if n == len(nodes) {
-				agents = time.Since(start)
+			// Most, not all: the API server ends a connection that only
+			// carries PINGs every 90 s, and one redialled after the fault
+			// is a new flow, which the LB passes (a kubelet that
+			// reconnected would be fine too).
+			if 2*n >= len(nodes) {
+				agents, reporting = time.Since(start), n
 			} else if time.Since(start) > 10*time.Second {
 				t.Fatalf("%d of %d node agents report the established-flow black hole 10 s after %s", n, len(nodes), fault)
 			}
@@ -249,9 +254,9 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T) {
 		sleep(ctx, time.Second)
 	}
 	lease, lost := r.kubeletNoticed(t, start)
-	t.Logf("seed 001: node agents report the black hole %v after the fault, the matrix names the LB %v after; "+
+	t.Logf("seed 001: %d of %d node agents report the black hole %v after the fault, the matrix names the LB %v after; "+
 		"kubelets: first failed lease renewal %s, HTTP/2 connection declared lost %s; first Node NotReady: %s",
-		agents.Round(100*time.Millisecond), lb.Round(100*time.Millisecond), since(lease, start), since(lost, start),
+		reporting, len(nodes), agents.Round(100*time.Millisecond), lb.Round(100*time.Millisecond), since(lease, start), since(lost, start),
 		map[bool]string{true: fmt.Sprintf("%s after %v", notReadyNode, notReady.Round(time.Second)), false: "none within 90 s"}[notReady > 0])
 	if lb == 0 {
 		t.Errorf("the matrix named no lb under %s", fault)

@@ -22,6 +22,9 @@ type Config struct {
 	// every agent probes; its backends are the first node of the first
 	// four racks.
 	LB bool
+	// LBNoBackends: the agents list no backends for the VIP, as for an
+	// API server whose hosts are no peers.
+	LBNoBackends bool
 	// ClusterIP, when set, adds the Kubernetes API server's Service
 	// (ServiceName, class lb, path node_to_lb, tcp_syn only), which every
 	// agent probes at this address. kube-proxy DNATs it on the source
@@ -463,7 +466,9 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 	switch {
 	case dst == lbDst:
 		t.Name, t.Address, t.Class, t.Path = "vip-web", f.vip, "lb", from+"_to_lb"
-		t.Backends = f.backends
+		if !cfg.LBNoBackends {
+			t.Backends = f.backends
+		}
 	case dst == svcDst:
 		t.Name, t.Address, t.Class, t.Path = ServiceName, cfg.ClusterIP, "lb", from+"_to_lb"
 		peer = apiServer
