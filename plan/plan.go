@@ -20,6 +20,9 @@ type Peer struct {
 	// Group is the peer's rack (or another locality label); peers
 	// without one form one group.
 	Group string `json:"group"`
+	// Node is the node a pod agent runs on: Build gives a pod agent its
+	// node and the nodes its node probes (pod_to_node).
+	Node string `json:"node,omitempty"`
 }
 
 // Options bound the plan.
