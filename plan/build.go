@@ -37,23 +37,52 @@ func (o BuildOptions) withDefaults() BuildOptions {
 	return o
 }
 
-// Plans is the probe plan of every agent for one round.
+// Plans is the probe plan of every agent for one round. It keeps each
+// target as an index into one list of peers: at 10,000 nodes with a pod
+// agent each, copies of Peer would take hundreds of MiB.
 type Plans struct {
-	// Targets holds each agent's targets by agent name: LB targets first,
-	// then (pod agents) its node, then its own group, then other groups.
-	Targets map[string][]Peer
 	// RotationRounds is how many rounds cover every pair of groups; 1
 	// when one round fits them all in the budget.
 	RotationRounds int
 	// Round is the round these plans are for, in [0, RotationRounds).
 	Round int
+
+	peers   []Peer           // every peer, by name
+	index   map[string]int32 // into peers
+	targets [][]int32        // of peers[i], into peers; nil for an LB
+}
+
+// Agents returns the node and pod agents, by name.
+func (p *Plans) Agents() []Peer {
+	out := make([]Peer, 0, len(p.peers))
+	for i, q := range p.peers {
+		if q.Class != "lb" && p.targets[i] != nil {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// Targets returns the targets of the named agent: LB targets first, then
+// (pod agents) its node and its node's node targets, then its own
+// group's members, then other groups'. Nil for an unknown agent.
+func (p *Plans) Targets(agent string) []Peer {
+	i, ok := p.index[agent]
+	if !ok || p.targets[i] == nil {
+		return nil
+	}
+	out := make([]Peer, len(p.targets[i]))
+	for k, j := range p.targets[i] {
+		out[k] = p.peers[j]
+	}
+	return out
 }
 
 // Build computes every agent's plan from the node agents (class "node"),
 // pod agents (class "pod", with Node set) and LB targets (class "lb"). It is
 // a pure function of the set of peers: any order, and duplicate names (the
 // first after sorting counts), give the same Plans.
-func Build(agents []Peer, opts BuildOptions) Plans {
+func Build(agents []Peer, opts BuildOptions) *Plans {
 	opts = opts.withDefaults()
 	peers := slices.Clone(agents)
 	slices.SortFunc(peers, func(a, b Peer) int {
@@ -91,16 +120,25 @@ func Build(agents []Peer, opts BuildOptions) Plans {
 	nodeTargets := nl.assign(round)
 	podTargets := pl.assign(round)
 
-	out := Plans{Targets: make(map[string][]Peer, len(nodes)+len(pods)), RotationRounds: rounds, Round: round}
+	out := &Plans{RotationRounds: rounds, Round: round, peers: peers,
+		index: make(map[string]int32, len(peers)), targets: make([][]int32, len(peers))}
+	for i, p := range peers {
+		out.index[p.Name] = int32(i)
+	}
+	global := func(p Peer) int32 { return out.index[p.Name] }
+	lbIndex := make([]int32, len(lbs))
+	for k, p := range lbs {
+		lbIndex[k] = global(p)
+	}
 	nodeIndex := make(map[string]int, len(nodes))
 	for i, p := range nl.peers {
 		nodeIndex[p.Name] = i
-		t := make([]Peer, 0, len(lbs)+len(nodeTargets[i]))
-		t = append(t, lbs...)
+		t := make([]int32, 0, len(lbs)+len(nodeTargets[i]))
+		t = append(t, lbIndex...)
 		for _, j := range nodeTargets[i] {
-			t = append(t, nl.peers[j])
+			t = append(t, global(nl.peers[j]))
 		}
-		out.Targets[p.Name] = t
+		out.targets[global(p)] = t[:min(len(t), opts.MaxTargets)]
 	}
 	for i, p := range pl.peers {
 		n, onNode := nodeIndex[p.Node]
@@ -108,23 +146,20 @@ func Build(agents []Peer, opts BuildOptions) Plans {
 		if onNode {
 			size += 1 + len(nodeTargets[n])
 		}
-		t := make([]Peer, 0, size)
-		t = append(t, lbs...)
+		t := make([]int32, 0, size)
+		t = append(t, lbIndex...)
 		if onNode {
-			t = append(t, nl.peers[n])
+			t = append(t, global(nl.peers[n]))
 			for _, j := range nodeTargets[n] {
-				t = append(t, nl.peers[j])
+				t = append(t, global(nl.peers[j]))
 			}
 		}
 		for _, j := range podTargets[i] {
-			t = append(t, pl.peers[j])
+			t = append(t, global(pl.peers[j]))
 		}
 		// The layers' budgets keep this within the cap; cut anyway, for
 		// budgets too small to hold a layer's ring.
-		out.Targets[p.Name] = t[:min(len(t), opts.MaxTargets)]
-	}
-	for name, t := range out.Targets {
-		out.Targets[name] = t[:min(len(t), opts.MaxTargets)]
+		out.targets[global(p)] = t[:min(len(t), opts.MaxTargets)]
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"math/rand/v2"
 	"reflect"
@@ -9,15 +10,24 @@ import (
 	"testing"
 )
 
+// byAgent returns every agent's targets by its name.
+func byAgent(ps *Plans) map[string][]Peer {
+	out := map[string][]Peer{}
+	for _, a := range ps.Agents() {
+		out[a.Name] = ps.Targets(a.Name)
+	}
+	return out
+}
+
 // checkPlans fails on a self-target, a duplicate target, a plan over cap,
 // or a target that is not among the input peers.
-func checkPlans(t *testing.T, all []Peer, ps Plans, maxTargets int) {
+func checkPlans(t *testing.T, all []Peer, ps *Plans, maxTargets int) {
 	t.Helper()
 	known := map[string]bool{}
 	for _, p := range all {
 		known[p.Name] = true
 	}
-	for from, ts := range ps.Targets {
+	for from, ts := range byAgent(ps) {
 		if len(ts) > maxTargets {
 			t.Errorf("%s has %d targets, cap %d", from, len(ts), maxTargets)
 		}
@@ -74,7 +84,7 @@ func TestBuildCapWithManyLBs(t *testing.T) {
 			all := agents(500, "rack", lbs)
 			ps := Build(all, BuildOptions{})
 			checkPlans(t, all, ps, DefaultMaxTargets)
-			for from, ts := range ps.Targets {
+			for from, ts := range byAgent(ps) {
 				if got := len(ts); got > DefaultMaxTargets {
 					t.Fatalf("%s: %d targets", from, got)
 				}
@@ -86,7 +96,7 @@ func TestBuildCapWithManyLBs(t *testing.T) {
 	all := agents(100, "none", 3)
 	ps := Build(all, BuildOptions{MaxTargets: 9})
 	checkPlans(t, all, ps, 9)
-	if got := ps.Targets["n00000"]; len(got) != 3+2 || got[0].Class != "lb" {
+	if got := ps.Targets("n00000"); len(got) != 3+2 || got[0].Class != "lb" {
 		t.Errorf("n00000 with cap 9 and 3 LBs: %v, want 3 LBs then 2 nodes", names(got))
 	}
 }
@@ -115,7 +125,7 @@ func TestBuildTiny(t *testing.T) {
 			ps := Build(tc.peers, BuildOptions{})
 			checkPlans(t, tc.peers, ps, DefaultMaxTargets)
 			got := map[string][]string{}
-			for from, ts := range ps.Targets {
+			for from, ts := range byAgent(ps) {
 				n := names(ts)
 				slices.Sort(n)
 				got[from] = n
@@ -135,7 +145,7 @@ func TestBuildPodAgent(t *testing.T) {
 	all := agents(100, "rack", 1)
 	ps := Build(all, BuildOptions{})
 	checkPlans(t, all, ps, DefaultMaxTargets)
-	node, pod := ps.Targets["n00042"], ps.Targets["agent-n00042"]
+	node, pod := ps.Targets("n00042"), ps.Targets("agent-n00042")
 	// vip, its node, its node's node targets, then pods.
 	want := append([]string{"vip0", "n00042"}, names(node[1:])...)
 	if got := names(pod[:len(want)]); !slices.Equal(got, want) {
@@ -175,7 +185,7 @@ func TestBuildRotation(t *testing.T) {
 		ps := Build(all, opts)
 		checkPlans(t, all, ps, 32)
 		probed := map[string]bool{}
-		for _, ts := range ps.Targets {
+		for _, ts := range byAgent(ps) {
 			for _, p := range ts {
 				probed[p.Name] = true
 			}
@@ -249,5 +259,16 @@ func BenchmarkBuild10000Singletons(b *testing.B) {
 	for b.Loop() {
 		p := Build(all, BuildOptions{})
 		b.ReportMetric(float64(p.RotationRounds), "rounds")
+	}
+}
+
+func TestFNV64a(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "n00001", "agent-n00001"} {
+		h := fnv.New64a()
+		h.Write([]byte(s))
+		if got, want := fnv64a(s), h.Sum64(); got != want {
+			t.Errorf("fnv64a(%q) = %x, want %x", s, got, want)
+		}
 	}
 }

@@ -67,7 +67,7 @@ func measure(all []Peer, opts BuildOptions) coverage {
 	for r := range c.rounds {
 		opts.Round = r
 		ps := Build(all, opts)
-		for from, ts := range ps.Targets {
+		for from, ts := range byAgent(ps) {
 			c.mostTargets = max(c.mostTargets, len(ts))
 			f := idx[from]
 			for _, t := range ts {

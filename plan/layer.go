@@ -2,7 +2,6 @@ package plan
 
 import (
 	"cmp"
-	"hash/fnv"
 	"slices"
 	"strings"
 )
@@ -36,9 +35,7 @@ func newLayer(members []Peer, budget, inGroup int) *layer {
 	}
 	ks := make([]keyed, len(members))
 	for i, p := range members {
-		h := fnv.New64a()
-		h.Write([]byte(p.Name))
-		ks[i] = keyed{p, h.Sum64()}
+		ks[i] = keyed{p, fnv64a(p.Name)}
 	}
 	slices.SortFunc(ks, func(a, b keyed) int {
 		return cmp.Or(strings.Compare(a.p.Group, b.p.Group), cmp.Compare(a.h, b.h), strings.Compare(a.p.Name, b.p.Name))
@@ -104,6 +101,16 @@ func newLayer(members []Peer, budget, inGroup int) *layer {
 	return l
 }
 
+// fnv64a is FNV-1a (hash/fnv) without its allocation per name.
+func fnv64a(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := range len(s) {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
 // ringOffsets returns k distinct offsets in [1, n): powers of two first,
 // expander-like shortcuts that keep probe paths short across the ring,
 // then the smallest unused. Each member probes i+offset, so each is probed
@@ -138,8 +145,14 @@ func (l *layer) assign(round int) [][]int {
 	out := make([][]int, len(l.peers))
 	for a, s := range l.groups {
 		n := s.len()
+		// P duties this round: at most one offset in pRounds, spread
+		// over n members.
+		p := 0
+		if l.needP {
+			p = ((g-1+l.pRounds[a]-1)/l.pRounds[a] + n - 1) / n
+		}
 		for i := s.start; i < s.end; i++ {
-			t := make([]int, 0, min(l.budget, len(l.ring[a])+l.fCap[a]+l.q[a]))
+			t := make([]int, 0, len(l.ring[a])+min(l.fPer[a], l.fCap[a])+p)
 			for _, d := range l.ring[a] {
 				t = append(t, s.start+(i-s.start+d)%n)
 			}
