@@ -272,3 +272,40 @@ func TestFNV64a(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildSpread: node_to_node probes between groups leave from, and
+// land on, many members of each group, not member 0 of each.
+func TestBuildSpread(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		labels string
+		want   int // at least half a group
+	}{{"rack", 40 / 2}, {"zone", 333 / 2}} {
+		all := agents(1000, tc.labels, 0)
+		class, group := map[string]string{}, map[string]string{}
+		for _, p := range all {
+			class[p.Name], group[p.Name] = p.Class, p.Group
+		}
+		out, in := map[string]map[string]bool{}, map[string]map[string]bool{}
+		add := func(m map[string]map[string]bool, g, name string) {
+			if m[g] == nil {
+				m[g] = map[string]bool{}
+			}
+			m[g][name] = true
+		}
+		for from, ts := range byAgent(Build(all, BuildOptions{})) {
+			for _, p := range ts {
+				if class[from] == "node" && p.Class == "node" && group[from] != p.Group {
+					add(out, group[from], from)
+					add(in, p.Group, p.Name)
+				}
+			}
+		}
+		for g := range in {
+			if len(out[g]) < tc.want || len(in[g]) < tc.want {
+				t.Errorf("%s %s: %d members probe other groups, %d are probed from them; want %d or more",
+					tc.labels, g, len(out[g]), len(in[g]), tc.want)
+			}
+		}
+	}
+}
