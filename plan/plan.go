@@ -1,9 +1,3 @@
-// Package plan computes which peers an agent probes, Pingmesh-style:
-// every node of its own rack, node i of every other rack (i its own index
-// in its rack), and every load-balancer target. It imports only the
-// standard library, so agents use it without pulling in the matrix; and
-// it is a pure function of its inputs, so every agent computes the plan
-// of every other from the same peer list, in any order.
 package plan
 
 import (
@@ -20,6 +14,9 @@ type Peer struct {
 	// Group is the peer's rack (or another locality label); peers
 	// without one form one group.
 	Group string `json:"group"`
+	// Node is the node a pod agent runs on: Build gives a pod agent its
+	// node and the nodes its node probes (pod_to_node).
+	Node string `json:"node,omitempty"`
 }
 
 // Options bound the plan.
