@@ -201,7 +201,7 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T) {
 	reporting := 0
 	notReadyNode := ""
 	for time.Since(start) < 90*time.Second {
-		if agents == 0 {
+		if agents == 0 || time.Since(start) < 20*time.Second {
 			n := 0
 			for _, h := range nodes {
 				obs, err := r.observations(ctx, h.Addr)
@@ -218,9 +218,10 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T) {
 			// carries PINGs every 90 s, and one redialled after the fault
 			// is a new flow, which the LB passes (a kubelet that
 			// reconnected would be fine too).
-			if 2*n >= len(nodes) {
-				agents, reporting = time.Since(start), n
-			} else if time.Since(start) > 10*time.Second {
+			reporting = max(reporting, n)
+			if agents == 0 && 2*n >= len(nodes) {
+				agents = time.Since(start)
+			} else if agents == 0 && time.Since(start) > 10*time.Second {
 				t.Fatalf("%d of %d node agents report the established-flow black hole 10 s after %s", n, len(nodes), fault)
 			}
 		}
@@ -254,9 +255,9 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T) {
 		sleep(ctx, time.Second)
 	}
 	lease, lost := r.kubeletNoticed(t, start)
-	t.Logf("seed 001: %d of %d node agents report the black hole %v after the fault, the matrix names the LB %v after; "+
+	t.Logf("seed 001: half the node agents report the black hole %v after the fault (%d of %d within 20 s), the matrix names the LB %v after; "+
 		"kubelets: first failed lease renewal %s, HTTP/2 connection declared lost %s; first Node NotReady: %s",
-		reporting, len(nodes), agents.Round(100*time.Millisecond), lb.Round(100*time.Millisecond), since(lease, start), since(lost, start),
+		agents.Round(100*time.Millisecond), reporting, len(nodes), lb.Round(100*time.Millisecond), since(lease, start), since(lost, start),
 		map[bool]string{true: fmt.Sprintf("%s after %v", notReadyNode, notReady.Round(time.Second)), false: "none within 90 s"}[notReady > 0])
 	if lb == 0 {
 		t.Errorf("the matrix named no lb under %s", fault)
