@@ -143,6 +143,8 @@ type component struct {
 	w     float64
 }
 
+// weighted is a link and its weight: in a mixture, its share; in a lossy
+// flow's incidences, how often the flow's rate counts it.
 type weighted struct {
 	link int32
 	w    float64
@@ -170,7 +172,7 @@ func (e *estimator) fit(r *round) {
 
 	e.clean.reset(nl, len(r.devName), len(r.mixes))
 	e.lossy = e.lossy[:0]
-	var inc []incidence
+	var inc []weighted
 	lastPair := int32(-1)
 	var rev reversePath
 	var revBuf [2 * maxAccess]int32
@@ -194,7 +196,7 @@ func (e *estimator) fit(r *round) {
 		if f.lost > 0 {
 			e.lossy = append(e.lossy, int32(fi))
 			for _, l := range fwd {
-				inc = addIncidence(inc, l, 1)
+				inc = addWeighted(inc, l, 1)
 			}
 		}
 		hostDst := r.devHost[f.dst] && !r.devLB[f.dst]
@@ -218,14 +220,14 @@ func (e *estimator) fit(r *round) {
 			for _, l := range revLinks {
 				e.sent[l] += n
 				if f.lost > 0 {
-					inc = addIncidence(inc, l, 1)
+					inc = addWeighted(inc, l, 1)
 				}
 			}
 			if rev.mix >= 0 {
 				mixSent[rev.mix] += n
 				if f.lost > 0 {
 					for _, w := range e.mixture(r, rev.mix) {
-						inc = addIncidence(inc, w.link, w.w)
+						inc = addWeighted(inc, w.link, w.w)
 					}
 				}
 			}
@@ -431,23 +433,7 @@ func (e *estimator) mixture(r *round, id int32) []weighted {
 	return ws
 }
 
-// incidence is one link of a lossy flow and its weight in the flow's
-// rate.
-type incidence struct {
-	link int32
-	w    float64
-}
-
-func addIncidence(inc []incidence, l int32, w float64) []incidence {
-	for i := range inc {
-		if inc[i].link == l {
-			inc[i].w += w
-			return inc
-		}
-	}
-	return append(inc, incidence{l, w})
-}
-
+// addWeighted adds w to link l's weight in ws.
 func addWeighted(ws []weighted, l int32, w float64) []weighted {
 	for i := range ws {
 		if ws[i].link == l {
