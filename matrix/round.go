@@ -665,11 +665,8 @@ func (r *round) bridgeRackMates() {
 	if !found {
 		return
 	}
-	links := r.spare[:0]
-	for i := range r.flows {
-		f := &r.flows[i]
-		start := int32(len(links))
-		for j, l := range r.flowLinks[f.linkStart:f.linkEnd] {
+	r.rewriteLinks(func(f *rflow, old, links []int32) []int32 {
+		for j, l := range old {
 			a := r.via[l]
 			if a < 0 {
 				links = append(links, l)
@@ -681,6 +678,19 @@ func (r *round) bridgeRackMates() {
 				f.entry = a
 			}
 		}
+		return links
+	})
+}
+
+// rewriteLinks rebuilds every flow's links: edit appends flow f's new
+// ones, given its old ones, to links. The old lists' storage becomes the
+// spare for the next rewrite.
+func (r *round) rewriteLinks(edit func(f *rflow, old, links []int32) []int32) {
+	links := r.spare[:0]
+	for i := range r.flows {
+		f := &r.flows[i]
+		start := int32(len(links))
+		links = edit(f, r.flowLinks[f.linkStart:f.linkEnd], links)
 		f.linkStart, f.linkEnd = start, int32(len(links))
 	}
 	r.flowLinks, r.spare = links, r.flowLinks
@@ -706,19 +716,15 @@ func (r *round) closeTails() {
 	if !found {
 		return
 	}
-	links := r.spare[:0]
-	for i := range r.flows {
-		f := &r.flows[i]
-		start := int32(len(links))
-		links = append(links, r.flowLinks[f.linkStart:f.linkEnd]...)
+	r.rewriteLinks(func(f *rflow, old, links []int32) []int32 {
+		links = append(links, old...)
 		if closes(f) {
 			if l := r.lookupLink(f.tail, f.dst); l >= 0 {
 				links = append(links, l)
 			}
 		}
-		f.linkStart, f.linkEnd = start, int32(len(links))
-	}
-	r.flowLinks, r.spare = links, r.flowLinks
+		return links
+	})
 }
 
 // sampleMixture adds the middle of a complete trace (chain, one link
