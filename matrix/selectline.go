@@ -15,20 +15,23 @@ import (
 // nodes every reply crosses one of eight spines: holding the other
 // seven in a constant keeps a spine's line an eighth of the size.
 type line struct {
-	k, n, c0, cnt []float64 // per lossy flow; c0 the constant paths' log-likelihood, or -Inf; cnt how many flows alike
-	start         []int32   // per lossy flow, its first varying path; len(k)+1
-	lam0, x, logw []float64 // per varying path
-	gn, gcount    []float64 // per group
-	g0            []float64
-	gstart        []int32
-	gmu0, gx, glw []float64
-	clean         float64
-	wx, ww        []float64 // solve's scratch
-	// Flows and groups alike in everything the line reads are one
-	// entry with a count: before any hypothesis is chosen a spine's
-	// line has a handful of distinct entries among 80,000 flows.
-	flowKey  map[lineKey]int32
-	groupKey map[lineKey]int32
+	flows  entries // per lossy flow; its c0 the constant paths' log-likelihood, or -Inf
+	groups entries // per clean group (no lost probes)
+	clean  float64
+	wx, ww []float64 // solve's scratch
+}
+
+// entries are one kind of a line's terms: per entry its lost probes k,
+// its probes n, its constant term c0 and how many alike (cnt), then its
+// varying paths from start[i] (len(k)+1 once closed): their base rate,
+// crossings of the hypothesis and log share. Entries alike in everything
+// the line reads are one with a count: before any hypothesis is chosen
+// a spine's line has a handful of distinct entries among 80,000 flows.
+type entries struct {
+	k, n, c0, cnt []float64
+	start         []int32
+	lam0, x, logw []float64
+	key           map[lineKey]int32
 }
 
 // lineKey is an entry of a line with at most two varying paths.
@@ -39,73 +42,63 @@ type lineKey struct {
 }
 
 func (ln *line) reset(clean float64) {
-	ln.k, ln.n, ln.c0, ln.cnt, ln.start = ln.k[:0], ln.n[:0], ln.c0[:0], ln.cnt[:0], ln.start[:0]
-	ln.lam0, ln.x, ln.logw = ln.lam0[:0], ln.x[:0], ln.logw[:0]
-	ln.gn, ln.gcount, ln.g0, ln.gstart = ln.gn[:0], ln.gcount[:0], ln.g0[:0], ln.gstart[:0]
-	ln.gmu0, ln.gx, ln.glw = ln.gmu0[:0], ln.gx[:0], ln.glw[:0]
+	ln.flows.reset()
+	ln.groups.reset()
 	ln.clean = clean
-	if ln.flowKey == nil {
-		ln.flowKey, ln.groupKey = map[lineKey]int32{}, map[lineKey]int32{}
-	}
-	clear(ln.flowKey)
-	clear(ln.groupKey)
 }
 
-// open starts a lossy flow's entry; its varying paths follow (addPath),
-// then close.
-func (ln *line) open(k, n, cnt float64) int {
-	ln.k, ln.n, ln.cnt, ln.start = append(ln.k, k), append(ln.n, n), append(ln.cnt, cnt), append(ln.start, int32(len(ln.lam0)))
-	return len(ln.lam0)
+func (e *entries) reset() {
+	e.k, e.n, e.c0, e.cnt, e.start = e.k[:0], e.n[:0], e.c0[:0], e.cnt[:0], e.start[:0]
+	e.lam0, e.x, e.logw = e.lam0[:0], e.x[:0], e.logw[:0]
+	if e.key == nil {
+		e.key = map[lineKey]int32{}
+	}
+	clear(e.key)
+}
+
+// open starts an entry; its varying paths follow (addPath), then close.
+func (e *entries) open(k, n, cnt float64) int {
+	e.k, e.n, e.cnt, e.start = append(e.k, k), append(e.n, n), append(e.cnt, cnt), append(e.start, int32(len(e.lam0)))
+	return len(e.lam0)
 }
 
 // close ends the entry open started, with the constant paths' c0, and
 // merges it into an earlier one alike.
-func (ln *line) close(c0 float64) {
-	i := len(ln.k) - 1
-	from := int(ln.start[i])
-	ln.c0 = append(ln.c0, c0)
-	np := len(ln.lam0) - from
+func (e *entries) close(c0 float64) {
+	i := len(e.k) - 1
+	from := int(e.start[i])
+	e.c0 = append(e.c0, c0)
+	np := len(e.lam0) - from
 	if np > 2 {
 		return
 	}
-	key := lineKey{k: ln.k[i], n: ln.n[i], c0: c0, np: np}
-	copy(key.lam0[:], ln.lam0[from:])
-	copy(key.x[:], ln.x[from:])
-	copy(key.logw[:], ln.logw[from:])
-	if j, ok := ln.flowKey[key]; ok {
-		ln.cnt[j] += ln.cnt[i]
-		ln.k, ln.n, ln.c0, ln.cnt, ln.start = ln.k[:i], ln.n[:i], ln.c0[:i], ln.cnt[:i], ln.start[:i]
-		ln.lam0, ln.x, ln.logw = ln.lam0[:from], ln.x[:from], ln.logw[:from]
+	key := lineKey{k: e.k[i], n: e.n[i], c0: c0, np: np}
+	copy(key.lam0[:], e.lam0[from:])
+	copy(key.x[:], e.x[from:])
+	copy(key.logw[:], e.logw[from:])
+	if j, ok := e.key[key]; ok {
+		e.cnt[j] += e.cnt[i]
+		e.k, e.n, e.c0, e.cnt, e.start = e.k[:i], e.n[:i], e.c0[:i], e.cnt[:i], e.start[:i]
+		e.lam0, e.x, e.logw = e.lam0[:from], e.x[:from], e.logw[:from]
 		return
 	}
-	ln.flowKey[key] = int32(i)
+	e.key[key] = int32(i)
 }
 
-// gopen and gclose are open and close for a clean group.
-func (ln *line) gopen(n, count float64) int {
-	ln.gn, ln.gcount, ln.gstart = append(ln.gn, n), append(ln.gcount, count), append(ln.gstart, int32(len(ln.gmu0)))
-	return len(ln.gmu0)
-}
+// done closes the list of entries: start gets its final bound.
+func (e *entries) done() { e.start = append(e.start, int32(len(e.lam0))) }
 
-func (ln *line) gclose(c0 float64) {
-	i := len(ln.gn) - 1
-	from := int(ln.gstart[i])
-	ln.g0 = append(ln.g0, c0)
-	np := len(ln.gmu0) - from
-	if np > 2 {
-		return
+// addPath adds a varying path to the entry whose paths start at from,
+// merged with one that has the same rate and crossings: with one
+// hypothesis chosen or none, most of a flow's paths are alike.
+func (e *entries) addPath(from int, lam, x, lw float64) {
+	for j := from; j < len(e.lam0); j++ {
+		if e.lam0[j] == lam && e.x[j] == x {
+			e.logw[j] = logAddExp(e.logw[j], lw)
+			return
+		}
 	}
-	key := lineKey{n: ln.gn[i], c0: c0, np: np}
-	copy(key.lam0[:], ln.gmu0[from:])
-	copy(key.x[:], ln.gx[from:])
-	copy(key.logw[:], ln.glw[from:])
-	if j, ok := ln.groupKey[key]; ok {
-		ln.gcount[j] += ln.gcount[i]
-		ln.gn, ln.gcount, ln.g0, ln.gstart = ln.gn[:i], ln.gcount[:i], ln.g0[:i], ln.gstart[:i]
-		ln.gmu0, ln.gx, ln.glw = ln.gmu0[:from], ln.gx[:from], ln.glw[:from]
-		return
-	}
-	ln.groupKey[key] = int32(i)
+	e.lam0, e.x, e.logw = append(e.lam0, lam), append(e.x, x), append(e.logw, lw)
 }
 
 // solve fits hypothesis h's rate with the others held at s.q (h's own
@@ -126,10 +119,10 @@ func (s *selector) solve(h int32) (float64, float64) {
 				xa += x.x
 			}
 		}
-		from := ln.open(f.k, f.n, f.cnt)
+		from := ln.flows.open(f.k, f.n, f.cnt)
 		if f.mix < 0 {
-			ln.addPath(from, base, xa, 0)
-			ln.close(math.Inf(-1))
+			ln.flows.addPath(from, base, xa, 0)
+			ln.flows.close(math.Inf(-1))
 			continue
 		}
 		c0 := math.Inf(-1)
@@ -152,12 +145,12 @@ func (s *selector) solve(h int32) (float64, float64) {
 				}
 			}
 			for i, xc := range ln.wx {
-				ln.lam0, ln.x, ln.logw = append(ln.lam0, base), append(ln.x, xc), append(ln.logw, math.Log(ln.ww[i]))
+				ln.flows.lam0, ln.flows.x, ln.flows.logw = append(ln.flows.lam0, base), append(ln.flows.x, xc), append(ln.flows.logw, math.Log(ln.ww[i]))
 			}
 			if w0 > 0 {
 				c0 = math.Log(w0) + f.k*math.Log(f.n*base) - f.n*base
 			}
-			ln.close(c0)
+			ln.flows.close(c0)
 			continue
 		}
 		for c, xs := range s.mixX[f.mix] {
@@ -173,20 +166,20 @@ func (s *selector) solve(h int32) (float64, float64) {
 				c0 = logAddExp(c0, lw+f.k*math.Log(f.n*l)-f.n*l)
 				continue
 			}
-			ln.addPath(from, l, xc, lw)
+			ln.flows.addPath(from, l, xc, lw)
 		}
-		ln.close(c0)
+		ln.flows.close(c0)
 	}
-	ln.start = append(ln.start, int32(len(ln.lam0)))
+	ln.flows.done()
 	for _, gi := range s.hg[s.hgStart[h]:s.hgStart[h+1]] {
 		g := &s.groups[gi]
-		from := ln.gopen(g.n, g.count)
+		from := ln.groups.open(0, g.n, g.count)
 		c0 := math.Inf(-1)
 		if !s.gtouched[gi] {
 			w0 := 0.0
 			for c, xs := range s.mixX[g.mix] {
 				if xc := crossings(xs, h); xc != 0 {
-					ln.addGroupPath(from, 0, xc, s.mixLogW[g.mix][c])
+					ln.groups.addPath(from, 0, xc, s.mixLogW[g.mix][c])
 				} else {
 					w0 += s.mixW[g.mix][c]
 				}
@@ -194,7 +187,7 @@ func (s *selector) solve(h int32) (float64, float64) {
 			if w0 > 0 {
 				c0 = math.Log(w0)
 			}
-			ln.gclose(c0)
+			ln.groups.close(c0)
 			continue
 		}
 		for c, xs := range s.mixX[g.mix] {
@@ -210,11 +203,11 @@ func (s *selector) solve(h int32) (float64, float64) {
 				c0 = logAddExp(c0, lw-g.n*l)
 				continue
 			}
-			ln.addGroupPath(from, l, xc, lw)
+			ln.groups.addPath(from, l, xc, lw)
 		}
-		ln.gclose(c0)
+		ln.groups.close(c0)
 	}
-	ln.gstart = append(ln.gstart, int32(len(ln.gmu0)))
+	ln.groups.done()
 	return ln.maximise(ln.guess())
 }
 
@@ -229,43 +222,21 @@ func crossings(xs []xent, h int32) float64 {
 	return x
 }
 
-// addPath adds a varying reply path to the flow whose paths start at
-// from, merged with one that has the same rate and crossings: with one
-// hypothesis chosen or none, most of a flow's paths are alike.
-func (ln *line) addPath(from int, lam, x, lw float64) {
-	for j := from; j < len(ln.lam0); j++ {
-		if ln.lam0[j] == lam && ln.x[j] == x {
-			ln.logw[j] = logAddExp(ln.logw[j], lw)
-			return
-		}
-	}
-	ln.lam0, ln.x, ln.logw = append(ln.lam0, lam), append(ln.x, x), append(ln.logw, lw)
-}
-
-func (ln *line) addGroupPath(from int, mu, x, lw float64) {
-	for j := from; j < len(ln.gmu0); j++ {
-		if ln.gmu0[j] == mu && ln.gx[j] == x {
-			ln.glw[j] = logAddExp(ln.glw[j], lw)
-			return
-		}
-	}
-	ln.gmu0, ln.gx, ln.glw = append(ln.gmu0, mu), append(ln.gx, x), append(ln.glw, lw)
-}
-
 // guess is a rate at or above the best: every lost probe of the flows
 // that cross the hypothesis put on it, over the probes expected to
 // cross it.
 func (ln *line) guess() float64 {
+	fl, gr := &ln.flows, &ln.groups
 	lost, sent := 0.0, ln.clean
-	for i := range ln.k {
-		lost += ln.cnt[i] * ln.k[i]
-		for j := ln.start[i]; j < ln.start[i+1]; j++ {
-			sent += ln.cnt[i] * ln.n[i] * ln.x[j] * math.Exp(ln.logw[j])
+	for i := range fl.k {
+		lost += fl.cnt[i] * fl.k[i]
+		for j := fl.start[i]; j < fl.start[i+1]; j++ {
+			sent += fl.cnt[i] * fl.n[i] * fl.x[j] * math.Exp(fl.logw[j])
 		}
 	}
-	for i := range ln.gn {
-		for j := ln.gstart[i]; j < ln.gstart[i+1]; j++ {
-			sent += ln.gcount[i] * ln.gn[i] * ln.gx[j] * math.Exp(ln.glw[j])
+	for i := range gr.n {
+		for j := gr.start[i]; j < gr.start[i+1]; j++ {
+			sent += gr.cnt[i] * gr.n[i] * gr.x[j] * math.Exp(gr.logw[j])
 		}
 	}
 	if sent <= 0 {
@@ -288,12 +259,13 @@ func logAddExp(a, b float64) float64 {
 // eval returns the line's log-likelihood at q (up to a constant) and
 // its first two derivatives.
 func (ln *line) eval(q float64) (f, d1, d2 float64) {
+	fl, gr := &ln.flows, &ln.groups
 	f, d1 = -ln.clean*q, -ln.clean
-	for i := range ln.k {
-		k, n, c0, cnt := ln.k[i], ln.n[i], ln.c0[i], ln.cnt[i]
-		a, b := ln.start[i], ln.start[i+1]
+	for i := range fl.k {
+		k, n, c0, cnt := fl.k[i], fl.n[i], fl.c0[i], fl.cnt[i]
+		a, b := fl.start[i], fl.start[i+1]
 		if b-a == 1 && math.IsInf(c0, -1) {
-			lam, x := ln.lam0[a]+q*ln.x[a], ln.x[a]
+			lam, x := fl.lam0[a]+q*fl.x[a], fl.x[a]
 			f += cnt * (k*math.Log(n*lam) - n*lam)
 			d1 += cnt * x * (k/lam - n)
 			d2 -= cnt * k * x * x / (lam * lam)
@@ -301,14 +273,14 @@ func (ln *line) eval(q float64) (f, d1, d2 float64) {
 		}
 		best := c0
 		for j := a; j < b; j++ {
-			lam := ln.lam0[j] + q*ln.x[j]
-			best = max(best, ln.logw[j]+k*math.Log(n*lam)-n*lam)
+			lam := fl.lam0[j] + q*fl.x[j]
+			best = max(best, fl.logw[j]+k*math.Log(n*lam)-n*lam)
 		}
 		sum := math.Exp(c0 - best)
 		var m1, m2, h float64
 		for j := a; j < b; j++ {
-			lam, x := ln.lam0[j]+q*ln.x[j], ln.x[j]
-			w := math.Exp(ln.logw[j] + k*math.Log(n*lam) - n*lam - best)
+			lam, x := fl.lam0[j]+q*fl.x[j], fl.x[j]
+			w := math.Exp(fl.logw[j] + k*math.Log(n*lam) - n*lam - best)
 			g := x * (k/lam - n)
 			sum += w
 			m1 += w * g
@@ -320,18 +292,18 @@ func (ln *line) eval(q float64) (f, d1, d2 float64) {
 		d1 += cnt * m1
 		d2 += cnt * (h + m2 - m1*m1)
 	}
-	for i := range ln.gn {
-		n, cnt, c0 := ln.gn[i], ln.gcount[i], ln.g0[i]
-		a, b := ln.gstart[i], ln.gstart[i+1]
+	for i := range gr.n {
+		n, cnt, c0 := gr.n[i], gr.cnt[i], gr.c0[i]
+		a, b := gr.start[i], gr.start[i+1]
 		best := c0
 		for j := a; j < b; j++ {
-			best = max(best, ln.glw[j]-n*(ln.gmu0[j]+q*ln.gx[j]))
+			best = max(best, gr.logw[j]-n*(gr.lam0[j]+q*gr.x[j]))
 		}
 		sum := math.Exp(c0 - best)
 		var m1, m2 float64
 		for j := a; j < b; j++ {
-			w := math.Exp(ln.glw[j] - n*(ln.gmu0[j]+q*ln.gx[j]) - best)
-			g := -n * ln.gx[j]
+			w := math.Exp(gr.logw[j] - n*(gr.lam0[j]+q*gr.x[j]) - best)
+			g := -n * gr.x[j]
 			sum += w
 			m1 += w * g
 			m2 += w * g * g
