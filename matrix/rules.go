@@ -81,6 +81,11 @@ func lbRule(r *round, th *Thresholds) []candidate {
 		}
 		v.pairs = append(v.pairs, int32(pi))
 	}
+	// Each host's switch, once: the pairs are walked for every LB.
+	sw := make([]int32, len(r.devName))
+	for d := range sw {
+		sw[d] = r.switchOf(int32(d))
+	}
 	var out []candidate
 	for _, d := range sortedKeys(lbs) {
 		v := lbs[d]
@@ -92,7 +97,7 @@ func lbRule(r *round, th *Thresholds) []candidate {
 			}
 			if len(v.backends) > 0 && v.backends[t.name] || len(v.backends) == 0 && v.sources[p.src] {
 				v.other.add(p)
-				if sw := r.switchOf(p.src); sw < 0 || sw != r.switchOf(p.dst) {
+				if sw[p.src] < 0 || sw[p.src] != sw[p.dst] {
 					v.beyond.add(p)
 				}
 			}
