@@ -153,7 +153,7 @@ func (c *Agent) SetDefaults() {
 		if c.Kubernetes == nil {
 			c.Kubernetes = &Kubernetes{}
 		}
-		c.Kubernetes.SetDefaults()
+		c.Kubernetes.setAgentDefaults()
 	}
 	for i := range c.Targets {
 		if c.Targets[i].Port == 0 {

@@ -87,7 +87,7 @@ func TestBadConfigs(t *testing.T) {
 		"wrong-type":              {"probing.flows", "number"},
 		"empty":                   {"empty"},
 		"k8s-static-targets":      {"targets: must be empty with discovery: kubernetes"},
-		"k8s-fields":              {"kubernetes.namespace", `"Prober_NS"`, "kubernetes.agentPort", "70000", "kubernetes.apiServerLB", `"203.0.113.10"`},
+		"k8s-fields":              {"kubernetes.namespace", `"Prober_NS"`, "kubernetes.agentPort: the matrix's setting", "kubernetes.rackLabel: the matrix's setting", "kubernetes.matrix", `"prober-matrix:9809"`},
 		"k8s-without-discovery":   {"kubernetes: set, but discovery is static"},
 		"bad-discovery":           {"discovery", `"consul"`, "static, kubernetes"},
 		"bad-trace":               {"probing.trace.interval", "probing.trace.budgetPerMinute", "probing.trace.maxTTL"},

@@ -3,8 +3,11 @@ package config
 import (
 	"cmp"
 	"fmt"
+	"net"
 	"net/netip"
+	"net/url"
 	"regexp"
+	"strings"
 )
 
 // Discovery modes: where an agent's targets come from.
@@ -16,28 +19,38 @@ const (
 	DiscoveryKubernetes = "kubernetes"
 )
 
-// Kubernetes configures discovery: kubernetes. Every field has a default
-// matching deploy/daemonset.yaml.
+// Kubernetes configures discovery: kubernetes. The matrix watches the
+// cluster and plans who probes whom; an agent only finds the matrix and
+// follows its plan, with no API credentials. Each field says whose it is;
+// a field set on the wrong side is an error, not ignored.
 type Kubernetes struct {
 	// Kubeconfig is a kubeconfig file; empty means in-cluster (the pod's
-	// ServiceAccount).
+	// ServiceAccount). Matrix only.
 	Kubeconfig string `json:"kubeconfig,omitempty"`
-	// Namespace holds the agent Pods of both DaemonSets.
+	// Namespace holds the agent Pods of both DaemonSets and the matrix's
+	// Service.
 	Namespace string `json:"namespace,omitempty"`
 	// NodeAgentSelector and PodAgentSelector are label selectors for the
 	// Pods of the prober-node (hostNetwork) and prober-pod DaemonSets.
+	// Matrix only.
 	NodeAgentSelector string `json:"nodeAgentSelector,omitempty"`
 	PodAgentSelector  string `json:"podAgentSelector,omitempty"`
-	// RackLabel is the Node label key naming a node's rack or ToR switch,
-	// reported as the rack label of node and pod targets; empty for none.
-	// The zone always comes from topology.kubernetes.io/zone.
+	// RackLabel is the Node label key naming a node's rack or ToR switch;
+	// empty for none (then racks are inferred from the agents' first
+	// hops). The zone always comes from topology.kubernetes.io/zone.
+	// Matrix only.
 	RackLabel string `json:"rackLabel,omitempty"`
 	// APIServerLB is the external API server address (IP:port) kubelets
-	// use, probed as the lb target apiserver-lb; empty for none.
+	// use, probed as the lb target apiserver-lb; empty for none. Matrix
+	// only.
 	APIServerLB string `json:"apiServerLB,omitempty"`
-	// AgentPort is the port node and pod targets are probed on: the
-	// agents' listen port.
+	// AgentPort is the agents' listen port, where the matrix pulls them
+	// and node and pod targets are probed. Matrix only.
 	AgentPort int `json:"agentPort,omitempty"`
+	// Matrix is the matrix's base URL an agent follows its plan from;
+	// empty means the prober-matrix Service of Namespace (see MatrixURL).
+	// Agents only.
+	Matrix string `json:"matrix,omitempty"`
 	// APIServerCAFile holds the PEM CAs that verify the API server when
 	// node agents ping it over TLS (http2_ping) through the kubernetes
 	// Service and apiServerLB; empty means DefaultAPIServerCAFile (see
@@ -50,20 +63,31 @@ const (
 	DefaultNamespace         = "prober"
 	DefaultNodeAgentSelector = "app.kubernetes.io/name=prober,app.kubernetes.io/component=node"
 	DefaultPodAgentSelector  = "app.kubernetes.io/name=prober,app.kubernetes.io/component=pod"
-	// DefaultAPIServerCAFile is the CA of the pod's ServiceAccount, which
-	// signs the API server's certificate: kubernetes.apiServerCAFile's
-	// default.
-	DefaultAPIServerCAFile = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+	// DefaultAPIServerCAFile is where deploy/ mounts the cluster's
+	// kube-root-ca.crt ConfigMap, which holds the CA that signs the API
+	// server's certificate: kubernetes.apiServerCAFile's default. Agents
+	// mount no ServiceAccount token, so the token volume's ca.crt is not
+	// there.
+	DefaultAPIServerCAFile = "/etc/prober/kube-root-ca/ca.crt"
+	// MatrixService is the name of the matrix's Service.
+	MatrixService = "prober-matrix"
+	// DefaultMatrixPort is the matrix's listen port in deploy/.
+	DefaultMatrixPort = 9809
 )
 
 // KubernetesDiscovery reports whether targets come from the cluster.
 func (c *Agent) KubernetesDiscovery() bool { return c.Discovery == DiscoveryKubernetes }
 
-// SetDefaults fills the unset fields.
-func (k *Kubernetes) SetDefaults() {
+// setAgentDefaults fills the unset fields an agent uses.
+func (k *Kubernetes) setAgentDefaults() {
 	if k.Namespace == "" {
 		k.Namespace = DefaultNamespace
 	}
+}
+
+// SetDefaults fills the unset fields the matrix uses.
+func (k *Kubernetes) SetDefaults() {
+	k.setAgentDefaults()
 	if k.NodeAgentSelector == "" {
 		k.NodeAgentSelector = DefaultNodeAgentSelector
 	}
@@ -75,8 +99,23 @@ func (k *Kubernetes) SetDefaults() {
 	}
 }
 
+// MatrixURL is the matrix's base URL for an agent: kubernetes.matrix,
+// else the prober-matrix Service of the namespace by the address the
+// kubelet put in the pod's environment (no DNS needed, which a
+// hostNetwork pod may lack), else by its DNS name.
+func (k *Kubernetes) MatrixURL(getenv func(string) string) string {
+	if k.Matrix != "" {
+		return strings.TrimSuffix(k.Matrix, "/")
+	}
+	env := strings.ToUpper(strings.ReplaceAll(MatrixService, "-", "_"))
+	if host, port := getenv(env+"_SERVICE_HOST"), getenv(env+"_SERVICE_PORT"); host != "" && port != "" {
+		return "http://" + net.JoinHostPort(host, port)
+	}
+	return fmt.Sprintf("http://%s.%s.svc:%d", MatrixService, k.Namespace, DefaultMatrixPort)
+}
+
 // APIServerCA is the file of CAs that verify the API server:
-// apiServerCAFile, else the ServiceAccount's CA. SetDefaults leaves the
+// apiServerCAFile, else DefaultAPIServerCAFile. SetDefaults leaves the
 // field empty on purpose: the default exists only inside a pod, so
 // Validate (and --check, wherever it runs) reads the file only when the
 // config names it, and the agent checks the default at start
@@ -88,7 +127,7 @@ func (k *Kubernetes) APIServerCA() string { return cmp.Or(k.APIServerCAFile, Def
 func (k *Kubernetes) CheckAPIServerCA() error {
 	if err := checkCAFile(k.APIServerCA()); err != nil {
 		if k.APIServerCAFile == "" {
-			return fmt.Errorf("kubernetes.apiServerCAFile: %w (the default, the ServiceAccount's CA, exists in a pod; elsewhere set kubernetes.apiServerCAFile)", err)
+			return fmt.Errorf("kubernetes.apiServerCAFile: %w (the default, the kube-root-ca.crt ConfigMap deploy/ mounts, exists in a pod; elsewhere set kubernetes.apiServerCAFile)", err)
 		}
 		return fmt.Errorf("kubernetes.apiServerCAFile: %w", err)
 	}
@@ -112,9 +151,9 @@ func (c *Agent) validateDiscovery(bad func(field, format string, args ...any)) {
 		return
 	}
 	if len(c.Targets) > 0 {
-		bad("targets", "must be empty with discovery: kubernetes (the external API server address goes in kubernetes.apiServerLB)")
+		bad("targets", "must be empty with discovery: kubernetes (the matrix plans the targets; the external API server address goes in the matrix's kubernetes.apiServerLB)")
 	}
-	c.Kubernetes.validate(bad)
+	c.Kubernetes.validateAgent(bad)
 }
 
 // validateDiscoveryKind checks discovery against the kubernetes block and
@@ -134,11 +173,36 @@ func validateDiscoveryKind(discovery string, k *Kubernetes, bad func(field, form
 	}
 }
 
-// validate checks the kubernetes block; SetDefaults has run.
-func (k *Kubernetes) validate(bad func(field, format string, args ...any)) {
-	if !dnsLabel.MatchString(k.Namespace) {
-		bad("kubernetes.namespace", "%q is not a namespace name", k.Namespace)
+// validateAgent checks an agent's kubernetes block.
+func (k *Kubernetes) validateAgent(bad func(field, format string, args ...any)) {
+	k.validateNamespace(bad)
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"kubeconfig", k.Kubeconfig != ""}, {"nodeAgentSelector", k.NodeAgentSelector != ""},
+		{"podAgentSelector", k.PodAgentSelector != ""}, {"rackLabel", k.RackLabel != ""},
+		{"apiServerLB", k.APIServerLB != ""}, {"agentPort", k.AgentPort != 0},
+	} {
+		if f.set {
+			bad("kubernetes."+f.name, "the matrix's setting: agents read no API and plan nothing; move it to the matrix config (docs/kubernetes.md)")
+		}
 	}
+	if k.Matrix != "" {
+		if u, err := url.Parse(k.Matrix); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			bad("kubernetes.matrix", "%q is not a base URL such as http://prober-matrix.prober.svc:9809", k.Matrix)
+		}
+	}
+	if k.APIServerCAFile != "" {
+		if err := checkCAFile(k.APIServerCAFile); err != nil {
+			bad("kubernetes.apiServerCAFile", "%v", err)
+		}
+	}
+}
+
+// validateMatrix checks the matrix's kubernetes block; SetDefaults has run.
+func (k *Kubernetes) validateMatrix(bad func(field, format string, args ...any)) {
+	k.validateNamespace(bad)
 	if k.AgentPort < 1 || k.AgentPort > 65535 {
 		bad("kubernetes.agentPort", "%d not in 1..65535", k.AgentPort)
 	}
@@ -147,9 +211,13 @@ func (k *Kubernetes) validate(bad func(field, format string, args ...any)) {
 			bad("kubernetes.apiServerLB", "%q is not an IPv4:port such as 203.0.113.10:6443", k.APIServerLB)
 		}
 	}
-	if k.APIServerCAFile != "" {
-		if err := checkCAFile(k.APIServerCAFile); err != nil {
-			bad("kubernetes.apiServerCAFile", "%v", err)
-		}
+	if k.Matrix != "" || k.APIServerCAFile != "" {
+		bad("kubernetes", "matrix and apiServerCAFile are agents' settings; the matrix config takes neither")
+	}
+}
+
+func (k *Kubernetes) validateNamespace(bad func(field, format string, args ...any)) {
+	if !dnsLabel.MatchString(k.Namespace) {
+		bad("kubernetes.namespace", "%q is not a namespace name", k.Namespace)
 	}
 }

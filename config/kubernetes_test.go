@@ -13,12 +13,14 @@ func TestKubernetesDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := c.Kubernetes
-	if !c.KubernetesDiscovery() || k.Namespace != DefaultNamespace || k.NodeAgentSelector != DefaultNodeAgentSelector ||
-		k.PodAgentSelector != DefaultPodAgentSelector || k.AgentPort != DefaultPort || k.Kubeconfig != "" {
+	// An agent's block takes the agent's defaults only: the rest is the
+	// matrix's.
+	if !c.KubernetesDiscovery() || k.Namespace != DefaultNamespace || k.NodeAgentSelector != "" ||
+		k.PodAgentSelector != "" || k.AgentPort != 0 || k.Kubeconfig != "" {
 		t.Errorf("kubernetes defaults: %+v", k)
 	}
-	if got := k.APIServerLBAddr().String(); got != "203.0.113.10:6443" {
-		t.Errorf("APIServerLBAddr = %s", got)
+	if got := k.MatrixURL(func(string) string { return "" }); got != "http://198.18.1.5:9809" {
+		t.Errorf("MatrixURL = %s, want the configured one", got)
 	}
 	if c.Name != "" || c.Source != "" {
 		t.Errorf("name %q source %q: want empty until the downward API fills them", c.Name, c.Source)
@@ -55,5 +57,23 @@ func TestAPIServerCADefault(t *testing.T) {
 	err = k.CheckAPIServerCA()
 	if err == nil || !strings.Contains(err.Error(), "kubernetes.apiServerCAFile") || !strings.Contains(err.Error(), "elsewhere set kubernetes.apiServerCAFile") {
 		t.Errorf("CheckAPIServerCA without the ServiceAccount CA: %v", err)
+	}
+}
+
+// TestMatrixURL: the configured URL, else the matrix Service's address
+// from the pod's environment, else its DNS name.
+func TestMatrixURL(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"PROBER_MATRIX_SERVICE_HOST": "198.51.100.9", "PROBER_MATRIX_SERVICE_PORT": "9809"}
+	k := &Kubernetes{Namespace: "mon"}
+	if got := k.MatrixURL(func(k string) string { return env[k] }); got != "http://198.51.100.9:9809" {
+		t.Errorf("from the environment: %s", got)
+	}
+	if got := k.MatrixURL(func(string) string { return "" }); got != "http://prober-matrix.mon.svc:9809" {
+		t.Errorf("without the environment: %s", got)
+	}
+	k.Matrix = "https://m.example:1/"
+	if got := k.MatrixURL(func(k string) string { return env[k] }); got != "https://m.example:1" {
+		t.Errorf("configured: %s", got)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"net/url"
 	"time"
+
+	"github.com/netprober/prober/plan"
 )
 
 // Matrix is the configuration of `prober matrix`.
@@ -20,6 +22,9 @@ type Matrix struct {
 	// by the same informers the agents use).
 	Discovery  string      `json:"discovery,omitempty"`
 	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
+	// Plan bounds the probe plan the matrix computes and serves to the
+	// agents with discovery: kubernetes.
+	Plan MatrixPlan `json:"plan,omitempty"`
 	// GroupBy is node, or an agent label key such as rack or zone.
 	GroupBy string `json:"groupBy,omitempty"`
 	// Interval is how often every agent is pulled and the matrix
@@ -52,6 +57,19 @@ type MatrixThresholds struct {
 	RackShare float64 `json:"rackShare,omitempty"`
 	MinSent   uint64  `json:"minSent,omitempty"`
 	MinScore  float64 `json:"minScore,omitempty"`
+}
+
+// MatrixPlan bounds the probe plan (package plan).
+type MatrixPlan struct {
+	// MaxTargets is the most targets one agent probes, LB targets
+	// included. Agents truncate a longer plan to their own
+	// probing.maxTargets.
+	MaxTargets int `json:"maxTargets,omitempty"`
+	// InGroup is how many members of its own group probe each member.
+	InGroup int `json:"inGroup,omitempty"`
+	// Rotation is how long one round of the plan lasts when the pairs of
+	// groups outnumber the budget and a rotation covers them.
+	Rotation Duration `json:"rotation,omitempty"`
 }
 
 // LoadMatrix reads, defaults and validates a matrix configuration file.
@@ -89,6 +107,15 @@ func (c *Matrix) SetDefaults() {
 	if c.Worst == 0 {
 		c.Worst = 20
 	}
+	if c.Plan.MaxTargets == 0 {
+		c.Plan.MaxTargets = plan.DefaultMaxTargets
+	}
+	if c.Plan.InGroup == 0 {
+		c.Plan.InGroup = plan.DefaultInGroup
+	}
+	if c.Plan.Rotation == 0 {
+		c.Plan.Rotation = Duration(10 * time.Minute)
+	}
 	if c.Log == "" {
 		c.Log = "json"
 	}
@@ -113,7 +140,7 @@ func (c *Matrix) Validate() error {
 		if len(c.Agents) > 0 {
 			bad("agents", "must be empty with discovery: kubernetes (the matrix finds the agents)")
 		}
-		c.Kubernetes.validate(bad)
+		c.Kubernetes.validateMatrix(bad)
 	} else if len(c.Agents) == 0 && c.Discovery == DiscoveryStatic {
 		bad("agents", "required: the agents' base URLs, such as http://198.18.1.11:9808 (or discovery: kubernetes)")
 	}
@@ -150,6 +177,15 @@ func (c *Matrix) Validate() error {
 	}
 	if c.Worst < 1 || c.Worst > 10000 {
 		bad("worst", "%d not in 1..10000", c.Worst)
+	}
+	if c.Plan.MaxTargets < 1 || c.Plan.MaxTargets > maxSourcePorts {
+		bad("plan.maxTargets", "%d not in 1..%d", c.Plan.MaxTargets, maxSourcePorts)
+	}
+	if c.Plan.InGroup < 3 || c.Plan.InGroup > 64 {
+		bad("plan.inGroup", "%d not in 3..64 (fewer than 3 probers cannot tell a node from its prober)", c.Plan.InGroup)
+	}
+	if c.Plan.Rotation.D() < time.Minute {
+		bad("plan.rotation", "%s is below the 1m minimum", c.Plan.Rotation.D())
 	}
 	for k, v := range c.Hops {
 		if _, err := netip.ParsePrefix(k); err != nil {

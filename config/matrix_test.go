@@ -26,6 +26,9 @@ func TestMatrixKubernetes(t *testing.T) {
 	if !c.KubernetesDiscovery() || c.Kubernetes.Namespace != DefaultNamespace || c.Kubernetes.AgentPort != DefaultPort {
 		t.Errorf("kubernetes defaults: %+v", c.Kubernetes)
 	}
+	if c.Plan.MaxTargets != 256 || c.Plan.InGroup != 8 || c.Plan.Rotation.D() != 10*time.Minute {
+		t.Errorf("plan defaults: %+v", c.Plan)
+	}
 }
 
 func TestMatrixBad(t *testing.T) {
@@ -44,6 +47,10 @@ func TestMatrixBad(t *testing.T) {
 		"kube block":    {"listen: 198.18.1.11:9809\nagents: [http://a:1]\nkubernetes: {namespace: x}\n", "kubernetes: set, but discovery is static"},
 		"kube ns":       {"listen: 198.18.1.11:9809\ndiscovery: kubernetes\nkubernetes: {namespace: Not_A_Name}\n", "kubernetes.namespace"},
 		"discovery":     {"listen: 198.18.1.11:9809\ndiscovery: consul\n", "discovery"},
+		"agent's field": {"listen: 198.18.1.11:9809\ndiscovery: kubernetes\nkubernetes: {matrix: http://a:1}\n", "kubernetes: matrix and apiServerCAFile"},
+		"plan":          {"listen: 198.18.1.11:9809\nagents: [http://a:1]\nplan: {maxTargets: -1}\n", "plan.maxTargets"},
+		"plan ingroup":  {"listen: 198.18.1.11:9809\nagents: [http://a:1]\nplan: {inGroup: 2}\n", "plan.inGroup"},
+		"plan rotation": {"listen: 198.18.1.11:9809\nagents: [http://a:1]\nplan: {rotation: 5s}\n", "plan.rotation"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/matrix"
 )
 
@@ -27,6 +28,8 @@ func (h *Hub) newServer() *http.Server {
 	mux.HandleFunc("GET "+MatrixPath, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, r, h.matrixView())
 	})
+	mux.HandleFunc("GET "+api.PlanPath, h.servePlan)
+	mux.HandleFunc("GET "+api.AgentPlanPath+"{name}", h.serveAgentPlan)
 	mux.HandleFunc("GET "+matrix.DiagnosisPath, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, r, h.Diagnosis())
 	})

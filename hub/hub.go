@@ -39,8 +39,10 @@ type Hub struct {
 	m      *matrix.Matrix
 	snap   matrix.Snapshot
 	diag   matrix.Diagnosis
-	agents []string         // base URLs pulled each round
-	pulls  map[string]*pull // by agent URL
+	agents []string          // base URLs pulled each round
+	names  map[string]string // agent name by URL, from discovery
+	pulls  map[string]*pull  // by agent URL
+	plan   planState
 	rounds atomic.Uint64
 }
 
@@ -123,6 +125,10 @@ func (h *Hub) Run(ctx context.Context) error {
 		return h.srv.Shutdown(sctx)
 	})
 	g.Go(func() error {
+		h.rotate(gctx, h.cfg.Plan.Rotation.D())
+		return nil
+	})
+	g.Go(func() error {
 		t := time.NewTicker(h.cfg.Interval.D())
 		defer t.Stop()
 		for {
@@ -169,6 +175,12 @@ func (h *Hub) Round(ctx context.Context) {
 	now := h.now()
 	h.mu.Lock()
 	for i, p := range results {
+		if want := h.names[p.URL]; p.OK && want != "" && obs[i].Agent.Name != want {
+			// Discovery found agent want at this address: a report in
+			// another's name is refused, never filed under that name.
+			p.OK, p.Reason = false, "identity"
+			p.Error = fmt.Sprintf("reports as agent %q; discovery found %q at this address", obs[i].Agent.Name, want)
+		}
 		if p.OK {
 			if err := h.m.Observe(now, *obs[i]); err != nil {
 				p.OK, p.Error, p.Reason = false, err.Error(), "invalid"
@@ -182,6 +194,7 @@ func (h *Hub) Round(ctx context.Context) {
 		}
 		h.pulls[p.URL] = p
 	}
+	h.refreshRacksLocked()
 	h.snap = h.m.Snapshot(now)
 	prev := h.diag
 	h.diag = h.m.Localize(now)

@@ -11,6 +11,8 @@ type hubMetrics struct {
 	rounds       prometheus.Counter
 	roundSeconds prometheus.Histogram
 	pullErrors   *prometheus.CounterVec
+	planAgents   prometheus.Gauge
+	planBuilds   prometheus.Counter
 }
 
 func newHubMetrics(reg prometheus.Registerer, h *Hub) *hubMetrics {
@@ -27,8 +29,16 @@ func newHubMetrics(reg prometheus.Registerer, h *Hub) *hubMetrics {
 		}),
 		pullErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "prober_matrix_pull_errors_total",
-			Help: "Failed pulls of an agent's observations by reason (timeout, connect, http, decode, invalid): no data, not loss.",
+			Help: "Failed pulls of an agent's observations by reason (timeout, connect, http, decode, invalid, identity): no data, not loss.",
 		}, []string{"reason"}),
+		planAgents: f.NewGauge(prometheus.GaugeOpts{
+			Name: "prober_matrix_plan_agents",
+			Help: "Agents in the probe plan the matrix serves.",
+		}),
+		planBuilds: f.NewCounter(prometheus.CounterOpts{
+			Name: "prober_matrix_plan_builds_total",
+			Help: "Rebuilds of the probe plan: discovery changes, inferred racks, rotation rounds.",
+		}),
 	}
 	f.NewGauge(prometheus.GaugeOpts{
 		Name:        "prober_build_info",

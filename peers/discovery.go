@@ -36,17 +36,12 @@ type Config struct {
 	// any; it becomes the lb peer "apiserver-lb".
 	APIServerLB netip.AddrPort
 	// APIServerHTTP2 has http2_ping reach the kubernetes Service and
-	// apiserver-lb over TLS, verified with APIServerCAFile and the name
-	// kubernetes.default.svc; without it their HTTP/2 mode is none. Node
-	// agents set it: each then holds one connection to the API server
-	// through them, as its node's kubelet does (seed 001).
+	// apiserver-lb over TLS, verified with the agent's API server CA and
+	// the name kubernetes.default.svc; without it their HTTP/2 mode is
+	// none. The matrix sets it: each node agent then holds one connection
+	// to the API server through them, as its node's kubelet does (seed
+	// 001).
 	APIServerHTTP2 bool
-	// APIServerCAFile holds the PEM CAs that verify the API server.
-	APIServerCAFile string
-	// AgentsOnly watches Nodes and agent Pods only, for the matrix, which
-	// pulls the agents and probes nothing: no Service, no EndpointSlice,
-	// no lb peer.
-	AgentsOnly bool
 	// Settle is how long a change waits for more before a snapshot is
 	// built, so 100 Nodes joining give one snapshot, not 100. Default 1s.
 	Settle time.Duration
@@ -97,9 +92,9 @@ func New(client kubernetes.Interface, cfg Config, logger *slog.Logger) (*Discove
 // listers are the caches a snapshot is built from.
 type listers struct {
 	nodes    listersv1.NodeLister
-	nodePods listersv1.PodLister     // the node DaemonSet's pods
-	podPods  listersv1.PodLister     // the pod DaemonSet's pods
-	services listersv1.ServiceLister // nil with AgentsOnly
+	nodePods listersv1.PodLister // the node DaemonSet's pods
+	podPods  listersv1.PodLister // the pod DaemonSet's pods
+	services listersv1.ServiceLister
 	// slices holds the probed Services' EndpointSlices (sliceWatch); nil
 	// before they are watched.
 	slices    discoverylisters.EndpointSliceLister
@@ -147,13 +142,11 @@ func (d *Discovery) Run(ctx context.Context, emit func([]Peer)) error {
 		apiHTTP2: HTTP2{Mode: HTTP2None}, badHTTP2: d.warnHTTP2,
 	}
 	if d.cfg.APIServerHTTP2 {
-		l.apiHTTP2 = HTTP2{Mode: HTTP2TLS, CAFile: d.cfg.APIServerCAFile, ServerName: APIServerName}
+		l.apiHTTP2 = HTTP2{Mode: HTTP2TLS, APIServer: true, ServerName: APIServerName}
 	}
-	if !d.cfg.AgentsOnly {
-		services := cluster.Core().V1().Services()
-		watched = append(watched, services.Informer())
-		l.services = services.Lister()
-	}
+	services := cluster.Core().V1().Services()
+	watched = append(watched, services.Informer())
+	l.services = services.Lister()
 	for _, inf := range watched {
 		if _, err := inf.AddEventHandler(d.handler()); err != nil {
 			return fmt.Errorf("peers: add event handler: %w", err)

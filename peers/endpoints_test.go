@@ -68,7 +68,7 @@ func TestRunFollowsEndpoints(t *testing.T) {
 		slice("web", "app", "app-1", ep("198.51.100.11", "y", "y", ""), ep("192.0.2.2", "y", "y", ""), ep("203.0.113.9", "y", "y", "")),
 	)
 	d, err := New(client, Config{Namespace: testNS, NodeAgentSelector: nodeSel, PodAgentSelector: podSel,
-		AgentPort: testPort, Settle: testSettleD, APIServerHTTP2: true, APIServerCAFile: "/ca.crt"},
+		AgentPort: testPort, Settle: testSettleD, APIServerHTTP2: true},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func TestRunFollowsEndpoints(t *testing.T) {
 	const only, both = "kubernetes.io/service-name in (kubernetes)", "kubernetes.io/service-name in (app,kubernetes)"
 
 	await("initial", backendsAre("default/kubernetes", "n1"))
-	if p, _ := lbPeer(last, "default/kubernetes"); p.HTTP2 != (HTTP2{Mode: HTTP2TLS, CAFile: "/ca.crt", ServerName: APIServerName}) {
+	if p, _ := lbPeer(last, "default/kubernetes"); p.HTTP2 != (HTTP2{Mode: HTTP2TLS, APIServer: true, ServerName: APIServerName}) {
 		t.Errorf("the kubernetes Service's http2: %+v", p.HTTP2)
 	}
 	if _, ok := lbPeer(last, "web/app"); ok {
@@ -166,42 +166,5 @@ func TestRunFollowsEndpoints(t *testing.T) {
 	}
 	if p, _ := lbPeer(last, "default/kubernetes"); !slices.Equal(p.Backends, []string{"n1"}) {
 		t.Errorf("the kubernetes Service's backends after the informer was replaced: %v", p.Backends)
-	}
-}
-
-// TestRunAgentsOnly: the matrix's discovery watches no Service and no
-// EndpointSlice and gives no lb peer.
-func TestRunAgentsOnly(t *testing.T) {
-	t.Parallel()
-	client := fake.NewClientset(
-		node("n1", "192.0.2.1", true),
-		service("default", "kubernetes", clusterIP("198.51.100.1")),
-		slice("default", "kubernetes", "kubernetes", ep("192.0.2.1", "y", "y", "")),
-	)
-	d, err := New(client, Config{Namespace: testNS, NodeAgentSelector: nodeSel, PodAgentSelector: podSel,
-		AgentPort: testPort, Settle: testSettleD, AgentsOnly: true}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	snaps := make(chan []Peer, 1)
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx, func(ps []Peer) { snaps <- ps }) }()
-	select {
-	case ps := <-snaps:
-		if !slices.Equal(names(ps), []string{"node:n1"}) {
-			t.Errorf("the matrix's snapshot: %v, want node:n1 alone", names(ps))
-		}
-	case <-time.After(10 * time.Second):
-		t.Error("no snapshot within 10s")
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v", err)
-	}
-	for _, a := range client.Actions() {
-		if r := a.GetResource().Resource; r == "services" || r == "endpointslices" {
-			t.Errorf("the matrix's discovery did %s on %s", a.GetVerb(), r)
-		}
 	}
 }

@@ -8,13 +8,15 @@ import (
 	"slices"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/netprober/prober/api"
 )
 
 // Classes of peer, as in config.ClassNode and friends.
 const (
-	ClassNode = "node"
-	ClassPod  = "pod"
-	ClassLB   = "lb"
+	ClassNode = api.ClassNode
+	ClassPod  = api.ClassPod
+	ClassLB   = api.ClassLB
 )
 
 // Label keys a Peer carries; the matrix groups and maps pods to nodes by
@@ -49,16 +51,18 @@ const (
 
 // HTTP/2 modes of a peer, as config.HTTP2H2C and friends.
 const (
-	HTTP2H2C  = "h2c"
-	HTTP2TLS  = "tls"
-	HTTP2None = "none"
+	HTTP2H2C  = api.HTTP2H2C
+	HTTP2TLS  = api.HTTP2TLS
+	HTTP2None = api.HTTP2None
 )
 
 // HTTP2 is how http2_ping reaches a peer. The zero value (node and pod
 // peers) is the agents' default for the class: h2c, as agents serve.
 type HTTP2 struct {
-	Mode       string // "", h2c, tls or none
-	CAFile     string // PEM CAs verifying a tls peer; empty: the system pool
+	Mode string // "", h2c, tls or none
+	// APIServer: a VIP of the API server, verified with the agent's API
+	// server CA.
+	APIServer  bool
 	ServerName string // the name its certificate must carry
 	// InsecureSkipVerify: an opted-in Service's certificate, whose CA and
 	// name discovery cannot know, is not verified.
@@ -116,4 +120,43 @@ func sortPeers(ps []Peer) {
 
 func equalSnapshots(a, b []Peer) bool {
 	return slices.EqualFunc(a, b, Peer.Equal)
+}
+
+// Plan is what the matrix plans from a snapshot: the agents (node peers
+// with a Ready node agent, pod peers) and the LB targets, as the plan's
+// peers, and each agent's base URL by name. A Node without a Ready agent
+// is left out: nobody could tell its silence from loss.
+func Plan(ps []Peer) (peers []api.Peer, agents map[string]string) {
+	keep := make([]Peer, 0, len(ps))
+	agents = map[string]string{}
+	for _, p := range ps {
+		if p.Class == ClassLB {
+			keep = append(keep, p)
+			continue
+		}
+		if !p.Agent {
+			continue
+		}
+		keep = append(keep, p)
+		agents[p.Name] = "http://" + netip.AddrPortFrom(p.Addr, p.Port).String()
+	}
+	return Wire(keep), agents
+}
+
+// Wire is ps as the probe plan's peers (api.Peer), in the same order.
+func Wire(ps []Peer) []api.Peer {
+	out := make([]api.Peer, len(ps))
+	for i, p := range ps {
+		w := api.Peer{Name: p.Name, Class: p.Class, Address: p.Addr.String(), Port: p.Port,
+			Labels: p.Labels, Backends: p.Backends}
+		if p.Class == ClassPod {
+			w.Node = p.Labels[LabelNode]
+		}
+		if p.HTTP2.Mode != "" {
+			w.HTTP2 = &api.PeerHTTP2{Mode: p.HTTP2.Mode, ServerName: p.HTTP2.ServerName,
+				APIServer: p.HTTP2.APIServer, InsecureSkipVerify: p.HTTP2.InsecureSkipVerify}
+		}
+		out[i] = w
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -262,7 +263,7 @@ func TestSnapshot(t *testing.T) {
 	}
 	l := testListers(t, objs...)
 	l.lb = netip.MustParseAddrPort("203.0.113.1:6443")
-	api := HTTP2{Mode: HTTP2TLS, CAFile: "/ca.crt", ServerName: APIServerName}
+	api := HTTP2{Mode: HTTP2TLS, APIServer: true, ServerName: APIServerName}
 	l.apiHTTP2 = api
 	var bad []string
 	l.badHTTP2 = func(key, value string) { bad = append(bad, key+"="+value) }
@@ -474,5 +475,42 @@ func TestRunReturnsCtxErrBeforeSync(t *testing.T) {
 	called := false
 	if err := d.Run(ctx, func([]Peer) { called = true }); err == nil || called {
 		t.Errorf("Run on a cancelled ctx = %v, emitted %v; want ctx error, nothing emitted", err, called)
+	}
+}
+
+// TestPlan: the plan's peers are the agents and the LBs; agentless Nodes
+// are left out; agents are pulled at their address and port.
+func TestPlan(t *testing.T) {
+	t.Parallel()
+	// RFC 5737 addresses: nothing is dialled.
+	ps := []Peer{
+		{Name: "n1", Class: ClassNode, Addr: netip.MustParseAddr("192.0.2.1"), Port: 9808, Agent: true,
+			Labels: map[string]string{LabelNode: "n1", LabelRack: "r1"}},
+		{Name: "n2", Class: ClassNode, Addr: netip.MustParseAddr("192.0.2.2"), Port: 9808},
+		{Name: "prober-pod-x", Class: ClassPod, Addr: netip.MustParseAddr("198.51.100.7"), Port: 9808, Agent: true,
+			Labels: map[string]string{LabelNode: "n1"}},
+		{Name: "default/kubernetes", Class: ClassLB, Addr: netip.MustParseAddr("203.0.113.1"), Port: 443,
+			Backends: []string{"n1"}, HTTP2: HTTP2{Mode: HTTP2TLS, APIServer: true, ServerName: APIServerName}},
+	}
+	plan, agents := Plan(ps)
+	want := map[string]string{"n1": "http://192.0.2.1:9808", "prober-pod-x": "http://198.51.100.7:9808"}
+	if !maps.Equal(agents, want) {
+		t.Errorf("agents = %v, want %v (agents on nodes and pods only, not LBs or agentless nodes)", agents, want)
+	}
+	var got []string
+	for _, p := range plan {
+		got = append(got, p.Class+":"+p.Name+"@"+p.Address)
+	}
+	if w := []string{"node:n1@192.0.2.1", "pod:prober-pod-x@198.51.100.7", "lb:default/kubernetes@203.0.113.1"}; !slices.Equal(got, w) {
+		t.Errorf("plan peers %v, want %v", got, w)
+	}
+	if plan[1].Node != "n1" || plan[0].Labels[LabelRack] != "r1" || plan[2].Port != 443 || !slices.Equal(plan[2].Backends, []string{"n1"}) {
+		t.Errorf("plan peers lost fields: %+v", plan)
+	}
+	if h := plan[2].HTTP2; h == nil || h.Mode != HTTP2TLS || !h.APIServer || h.ServerName != APIServerName {
+		t.Errorf("the API server VIP's http2: %+v", h)
+	}
+	if plan[0].HTTP2 != nil {
+		t.Errorf("a node's http2: %+v, want the class default (nil)", plan[0].HTTP2)
 	}
 }

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"cmp"
+	"github.com/netprober/prober/api"
 	"slices"
 	"strings"
 )
@@ -56,7 +57,7 @@ type Plans struct {
 func (p *Plans) Agents() []Peer {
 	out := make([]Peer, 0, len(p.peers))
 	for i, q := range p.peers {
-		if q.Class != "lb" && p.targets[i] != nil {
+		if q.Class != api.ClassLB && p.targets[i] != nil {
 			out = append(out, q)
 		}
 	}
@@ -94,11 +95,11 @@ func Build(agents []Peer, opts BuildOptions) *Plans {
 	var lbs, nodes, pods []Peer
 	for _, p := range peers {
 		switch p.Class {
-		case "lb":
+		case api.ClassLB:
 			lbs = append(lbs, p)
-		case "node":
+		case api.ClassNode:
 			nodes = append(nodes, p)
-		case "pod":
+		case api.ClassPod:
 			pods = append(pods, p)
 		}
 	}

@@ -2,77 +2,163 @@ package plan
 
 import (
 	"cmp"
+	"encoding/binary"
+	"encoding/hex"
+	"hash/fnv"
+	"maps"
 	"slices"
-	"strings"
+
+	"github.com/netprober/prober/api"
 )
 
-// Peer is one probe target candidate.
-type Peer struct {
-	Name    string `json:"name"`
-	Address string `json:"address"`
-	Class   string `json:"class"` // node | pod | lb
-	// Group is the peer's rack (or another locality label); peers
-	// without one form one group.
-	Group string `json:"group"`
-	// Node is the node a pod agent runs on: Build gives a pod agent its
-	// node and the nodes its node probes (pod_to_node).
-	Node string `json:"node,omitempty"`
-}
+// Peer is one agent or target of the plan: the wire type agents receive.
+type Peer = api.Peer
 
-// Options bound the plan.
-type Options struct {
-	// Cap is the most targets one agent probes; 0 means no cap. LB
-	// targets come first, then the agent's own rack, then other racks
-	// (starting after its own, so that agents of different racks keep
-	// different ones when capped).
-	Cap int
-}
+// Label keys of a peer's Labels the plan reads and writes.
+const (
+	LabelNode = "node"
+	LabelZone = "zone"
+	LabelRack = "rack"
+)
 
-// Plan returns the peers self probes, in a stable order. Duplicate names
-// in all count once (the first after sorting).
-func Plan(self Peer, all []Peer, opts Options) []Peer {
-	peers := slices.Clone(all)
-	slices.SortFunc(peers, func(a, b Peer) int {
-		return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.Name, b.Name),
-			strings.Compare(a.Address, b.Address), strings.Compare(a.Class, b.Class))
-	})
-	peers = slices.CompactFunc(peers, func(a, b Peer) bool { return a.Name == b.Name })
-	var lbs []Peer
-	racks := map[string][]Peer{}
-	var groups []string
-	for _, p := range peers {
-		if p.Class == "lb" {
-			lbs = append(lbs, p)
+// Group sets every node and pod peer's Group in place: the node's rack
+// label, else the rack inferred from its first hop (racks, by node name),
+// else its zone label; a pod takes its node's. An inferred rack is also
+// written as the rack label, so agents report it and targets carry it.
+// Labels maps are copied before they are changed.
+func Group(peers []Peer, racks map[string]string) {
+	byNode := make(map[string]int, len(peers))
+	for i := range peers {
+		p := &peers[i]
+		if p.Class != api.ClassNode {
 			continue
 		}
-		if _, ok := racks[p.Group]; !ok {
-			groups = append(groups, p.Group)
+		byNode[p.Name] = i
+		rack := p.Labels[LabelRack]
+		if rack == "" && racks[p.Name] != "" {
+			rack = racks[p.Name]
+			p.Labels = maps.Clone(p.Labels)
+			if p.Labels == nil {
+				p.Labels = map[string]string{}
+			}
+			p.Labels[LabelRack] = rack
 		}
-		racks[p.Group] = append(racks[p.Group], p)
+		p.Group = cmp.Or(rack, p.Labels[LabelZone])
 	}
-	slices.SortFunc(lbs, func(a, b Peer) int { return strings.Compare(a.Name, b.Name) })
-	own := racks[self.Group]
-	i := slices.IndexFunc(own, func(p Peer) bool { return p.Name == self.Name })
-	if i < 0 { // self not in the list: where it would sort
-		i, _ = slices.BinarySearchFunc(own, self.Name, func(p Peer, n string) int { return strings.Compare(p.Name, n) })
-	}
-	out := slices.Clone(lbs)
-	for _, p := range own {
-		if p.Name != self.Name {
-			out = append(out, p)
-		}
-	}
-	start, _ := slices.BinarySearch(groups, self.Group)
-	for k := 1; k <= len(groups); k++ {
-		g := groups[(start+k)%len(groups)]
-		if g == self.Group {
+	for i := range peers {
+		p := &peers[i]
+		if p.Class != api.ClassPod {
 			continue
 		}
-		members := racks[g]
-		out = append(out, members[i%len(members)])
+		node := cmp.Or(p.Node, p.Labels[LabelNode])
+		p.Node = node
+		n, ok := byNode[node]
+		if !ok {
+			p.Group = cmp.Or(p.Labels[LabelRack], p.Labels[LabelZone])
+			continue
+		}
+		np := peers[n]
+		if r := np.Labels[LabelRack]; r != "" && p.Labels[LabelRack] != r {
+			p.Labels = maps.Clone(p.Labels)
+			if p.Labels == nil {
+				p.Labels = map[string]string{}
+			}
+			p.Labels[LabelRack] = r
+		}
+		p.Group = np.Group
 	}
-	if opts.Cap > 0 && len(out) > opts.Cap {
-		out = out[:opts.Cap]
+}
+
+// Agent returns the named agent's plan, with a version that changes
+// whenever the plan does; ok is false for a name that is no agent. Pod
+// agents reach the API server's VIPs with tcp_syn only: one HTTP/2
+// connection per node to the API server (the node agent's, beside its
+// kubelet's), not two (seed 003).
+func (p *Plans) Agent(name string) (api.AgentPlan, bool) {
+	i, ok := p.index[name]
+	if !ok || p.targets[i] == nil {
+		return api.AgentPlan{}, false
+	}
+	self := p.peers[i]
+	out := api.AgentPlan{Name: self.Name, Class: self.Class, Address: self.Address, Group: self.Group,
+		Node: self.Node, Labels: self.Labels, Targets: make([]Peer, len(p.targets[i]))}
+	for k, j := range p.targets[i] {
+		t := p.peers[j]
+		if self.Class == api.ClassPod && t.HTTP2 != nil && t.HTTP2.APIServer {
+			t.HTTP2 = &api.PeerHTTP2{Mode: api.HTTP2None}
+		}
+		out.Targets[k] = t
+	}
+	out.Version = version(out)
+	return out, true
+}
+
+// ProbedBy returns the agents that probe the named peer, by name.
+func (p *Plans) ProbedBy(name string) []string {
+	j, ok := p.index[name]
+	if !ok {
+		return nil
+	}
+	var out []string
+	for i, ts := range p.targets {
+		if slices.Contains(ts, j) {
+			out = append(out, p.peers[i].Name)
+		}
 	}
 	return out
+}
+
+// version hashes everything an agent acts on: equal plans, equal
+// versions, across processes and replicas.
+func version(a api.AgentPlan) string {
+	h := fnv.New64a()
+	var n [8]byte
+	str := func(s string) {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	labels := func(m map[string]string) {
+		keys := slices.Sorted(maps.Keys(m))
+		str(string(rune(len(keys))))
+		for _, k := range keys {
+			str(k)
+			str(m[k])
+		}
+	}
+	str(a.Name)
+	str(a.Class)
+	str(a.Address)
+	str(a.Group)
+	str(a.Node)
+	labels(a.Labels)
+	for _, t := range a.Targets {
+		str(t.Name)
+		str(t.Class)
+		str(t.Address)
+		binary.LittleEndian.PutUint16(n[:2], t.Port)
+		h.Write(n[:2])
+		str(t.Group)
+		str(t.Node)
+		labels(t.Labels)
+		str(string(rune(len(t.Backends))))
+		for _, b := range t.Backends {
+			str(b)
+		}
+		if t.HTTP2 != nil {
+			str(t.HTTP2.Mode)
+			str(t.HTTP2.ServerName)
+			str(fmtBool(t.HTTP2.APIServer) + fmtBool(t.HTTP2.InsecureSkipVerify))
+		} else {
+			str("-")
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func fmtBool(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }

@@ -2,21 +2,11 @@ package plan
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
-)
 
-func cluster(nodes, perRack int, lbs int) []Peer {
-	var all []Peer
-	for n := range nodes {
-		all = append(all, Peer{Name: fmt.Sprintf("n%05d", n), Class: "node", Group: fmt.Sprintf("rack%03d", n/perRack)})
-	}
-	for l := range lbs {
-		all = append(all, Peer{Name: fmt.Sprintf("vip%d", l), Class: "lb"})
-	}
-	return all
-}
+	"github.com/netprober/prober/api"
+)
 
 func names(ps []Peer) []string {
 	var out []string
@@ -26,79 +16,111 @@ func names(ps []Peer) []string {
 	return out
 }
 
-func TestPlanPingmesh(t *testing.T) {
+func TestGroup(t *testing.T) {
 	t.Parallel()
-	all := cluster(12, 4, 1) // racks of 4: n0-3, n4-7, n8-11
-	got := names(Plan(all[5], all, Options{}))
-	want := []string{"vip0", "n00004", "n00006", "n00007", "n00009", "n00001"}
-	if !slices.Equal(got, want) {
-		t.Errorf("plan of n00005 = %v, want %v", got, want)
+	peers := []Peer{
+		{Name: "n1", Class: api.ClassNode, Labels: map[string]string{"rack": "r1", "zone": "z1"}},
+		{Name: "n2", Class: api.ClassNode, Labels: map[string]string{"zone": "z1"}},
+		{Name: "n3", Class: api.ClassNode, Labels: map[string]string{"zone": "z2"}},
+		{Name: "n4", Class: api.ClassNode},
+		{Name: "p2", Class: api.ClassPod, Labels: map[string]string{"node": "n2", "zone": "z1"}},
+		{Name: "p3", Class: api.ClassPod, Node: "n3"},
+		{Name: "p9", Class: api.ClassPod, Labels: map[string]string{"node": "gone", "zone": "z9"}},
+		{Name: "vip", Class: api.ClassLB},
 	}
-	if got := names(Plan(all[5], all, Options{Cap: 4})); !slices.Equal(got, want[:4]) {
-		t.Errorf("capped plan = %v, want %v", got, want[:4])
+	shared := peers[1].Labels
+	// n1's label wins over inference; n2 is inferred; n3 has only a zone.
+	Group(peers, map[string]string{"n1": "tor9", "n2": "tor2"})
+	want := map[string]string{"n1": "r1", "n2": "tor2", "n3": "z2", "n4": "", "p2": "tor2", "p3": "z2", "p9": "z9", "vip": ""}
+	for _, p := range peers {
+		if p.Group != want[p.Name] {
+			t.Errorf("%s: group %q, want %q", p.Name, p.Group, want[p.Name])
+		}
+	}
+	if peers[1].Labels["rack"] != "tor2" || peers[4].Labels["rack"] != "tor2" {
+		t.Errorf("inferred rack not written as the rack label: n2 %v, p2 %v", peers[1].Labels, peers[4].Labels)
+	}
+	if shared["rack"] != "" {
+		t.Errorf("Group changed the caller's labels map: %v", shared)
+	}
+	if peers[5].Node != "n3" || peers[4].Node != "n2" {
+		t.Errorf("pod nodes: p2 %q, p3 %q", peers[4].Node, peers[5].Node)
 	}
 }
 
-func TestPlanIndependentOfOrder(t *testing.T) {
+func TestAgentPlan(t *testing.T) {
 	t.Parallel()
-	all := cluster(200, 40, 2)
-	want := names(Plan(all[77], all, Options{Cap: 30}))
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 20 {
-		shuffled := slices.Clone(all)
-		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-		shuffled = append(shuffled, all[3]) // a duplicate
-		if got := names(Plan(all[77], shuffled, Options{Cap: 30})); !slices.Equal(got, want) {
-			t.Fatalf("plan depends on input order:\n%v\n%v", got, want)
+	api1 := &api.PeerHTTP2{Mode: api.HTTP2TLS, ServerName: "kubernetes.default.svc", APIServer: true}
+	var all []Peer
+	for i := range 6 {
+		n := fmt.Sprintf("n%d", i)
+		all = append(all, Peer{Name: n, Class: api.ClassNode, Address: fmt.Sprintf("192.0.2.%d", i+1), Group: fmt.Sprint("r", i%2)},
+			Peer{Name: "pod-" + n, Class: api.ClassPod, Node: n, Address: fmt.Sprintf("198.51.100.%d", i+1), Group: fmt.Sprint("r", i%2)})
+	}
+	all = append(all, Peer{Name: "default/kubernetes", Class: api.ClassLB, Address: "203.0.113.1", Port: 443, HTTP2: api1})
+	ps := Build(all, BuildOptions{})
+	node, ok := ps.Agent("n0")
+	if !ok || node.Name != "n0" || node.Version == "" || len(node.Targets) == 0 {
+		t.Fatalf("Agent(n0) = %+v, %v", node, ok)
+	}
+	if _, ok := ps.Agent("default/kubernetes"); ok {
+		t.Error("an lb peer has a plan")
+	}
+	if _, ok := ps.Agent("nobody"); ok {
+		t.Error("an unknown name has a plan")
+	}
+	lb := func(a api.AgentPlan) Peer {
+		i := slices.IndexFunc(a.Targets, func(p Peer) bool { return p.Class == api.ClassLB })
+		if i < 0 {
+			t.Fatalf("%s: no lb target in %v", a.Name, names(a.Targets))
+		}
+		return a.Targets[i]
+	}
+	if h := lb(node).HTTP2; h == nil || h.Mode != api.HTTP2TLS {
+		t.Errorf("node agent: API server VIP http2 %+v, want tls", h)
+	}
+	pod, _ := ps.Agent("pod-n0")
+	if h := lb(pod).HTTP2; h == nil || h.Mode != api.HTTP2None {
+		t.Errorf("pod agent: API server VIP http2 %+v, want none (one connection per node)", h)
+	}
+	if api1.Mode != api.HTTP2TLS {
+		t.Error("Agent changed the shared peer")
+	}
+	// Same peers in another order: same versions; one address changed:
+	// the plans that hold it change version, the others keep theirs.
+	rev := slices.Clone(all)
+	slices.Reverse(rev)
+	again := Build(rev, BuildOptions{})
+	for _, a := range ps.Agents() {
+		x, _ := ps.Agent(a.Name)
+		y, _ := again.Agent(a.Name)
+		if x.Version != y.Version {
+			t.Errorf("%s: version %s then %s for the same peers", a.Name, x.Version, y.Version)
 		}
 	}
-}
-
-func TestPlanSymmetric(t *testing.T) {
-	t.Parallel()
-	// With equal racks, a probes b iff b probes a: both directions of
-	// every probed pair are measured, which the matrix uses to model
-	// replies.
-	all := cluster(120, 40, 0)
-	probes := map[[2]string]bool{}
-	for _, p := range all {
-		for _, q := range Plan(p, all, Options{}) {
-			probes[[2]string{p.Name, q.Name}] = true
+	moved := slices.Clone(all)
+	moved[2].Address = "192.0.2.99" // n1
+	after := Build(moved, BuildOptions{})
+	changed := 0
+	for _, a := range ps.Agents() {
+		x, _ := ps.Agent(a.Name)
+		y, _ := after.Agent(a.Name)
+		holds := slices.Contains(names(x.Targets), "n1") || a.Name == "n1"
+		if holds != (x.Version != y.Version) {
+			t.Errorf("%s: holds n1 %v, version changed %v", a.Name, holds, x.Version != y.Version)
+		}
+		if holds {
+			changed++
 		}
 	}
-	for k := range probes {
-		if !probes[[2]string{k[1], k[0]}] {
-			t.Fatalf("%s probes %s but not the reverse", k[0], k[1])
-		}
+	if changed == 0 {
+		t.Fatal("nobody probes n1")
 	}
-}
-
-// TestPlanScale prints the numbers docs/performance.md quotes: probes per
-// second per node and cluster-wide, and the matrix series they imply, at
-// 100, 1,000 and 5,000 nodes in racks of 40 (100 nodes: 3 racks) with
-// one LB, two protocols (icmp, tcp_syn) per target every 10 s.
-func TestPlanScale(t *testing.T) {
-	t.Parallel()
-	const interval, protocols, perRack = 10.0, 2, 40
-	for _, tc := range []struct {
-		nodes, wantTargets int
-	}{{100, 39 + 2 + 1}, {1000, 39 + 24 + 1}, {5000, 39 + 124 + 1}} {
-		all := cluster(tc.nodes, perRack, 1)
-		// Every node of a rack has as many targets as its first.
-		most, total := 0, 0
-		for first := 0; first < tc.nodes; first += perRack {
-			n := len(Plan(all[first], all, Options{}))
-			most = max(most, n)
-			total += n * min(perRack, tc.nodes-first)
+	by := ps.ProbedBy("n1")
+	for _, a := range ps.Agents() {
+		x, _ := ps.Agent(a.Name)
+		if slices.Contains(names(x.Targets), "n1") != slices.Contains(by, a.Name) {
+			t.Errorf("ProbedBy(n1) = %v disagrees with %s's targets %v", by, a.Name, names(x.Targets))
 		}
-		if most != tc.wantTargets {
-			t.Errorf("%d nodes: %d targets per node, want %d", tc.nodes, most, tc.wantTargets)
-		}
-		racks := (tc.nodes + perRack - 1) / perRack
-		perNode := float64(most*protocols) / interval
-		rackSeries := racks * racks * protocols
-		nodeSeries := tc.nodes * most * protocols
-		t.Logf("| %d | %d | %d | %.1f | %.0f | %d | %d |", tc.nodes, racks, most, perNode,
-			float64(total*protocols)/interval, rackSeries, nodeSeries)
 	}
 }

@@ -26,7 +26,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitOK
 	}
 	log := newLogger(cfg.Log, cc.level, stderr)
-	disc, err := newDiscovery(cfg, os.Getenv, log)
+	src, err := planSource(cfg, os.Getenv)
 	if err != nil {
 		log.Error("agent start", "err", err)
 		return exitRuntime
@@ -36,7 +36,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		log.Error("agent start", "err", err)
 		return exitRuntime
 	}
-	if err := runWithDiscovery(ctx, a, disc, cfg, log); err != nil {
+	if err := runAgentWith(ctx, a, src, log); err != nil {
 		log.Error("agent", "err", err)
 		return exitRuntime
 	}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
-	"net/netip"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/netprober/prober/agent"
 	"github.com/netprober/prober/config"
@@ -12,9 +14,9 @@ import (
 )
 
 // newMatrixDiscovery prepares discovery: kubernetes for the matrix, nil
-// for static agents. The matrix watches the same objects as the agents:
-// Nodes with a Ready node agent (hostNetwork, at the node's address) and
-// Ready pods of the pod DaemonSet.
+// for static agents. The matrix is prober's only API client: it watches
+// Nodes, the agents' Pods, Services and the probed Services'
+// EndpointSlices, and plans who probes whom.
 func newMatrixDiscovery(cfg *config.Matrix, log *slog.Logger) (*peers.Discovery, error) {
 	if !cfg.KubernetesDiscovery() {
 		return nil, nil
@@ -24,31 +26,38 @@ func newMatrixDiscovery(cfg *config.Matrix, log *slog.Logger) (*peers.Discovery,
 	if err != nil {
 		return nil, err
 	}
-	pc := peersConfig(k)
-	// LBs are targets, not agents: no Service or EndpointSlice watch.
-	pc.APIServerLB, pc.AgentsOnly = netip.AddrPort{}, true
-	return peers.New(client, pc, log)
-}
-
-// agentURLs are the base URLs of the agents in a peer snapshot: node and
-// pod peers on which a Ready agent runs. LB peers are targets, not agents.
-func agentURLs(ps []peers.Peer) []string {
-	var urls []string
-	for _, p := range ps {
-		if !p.Agent || (p.Class != peers.ClassNode && p.Class != peers.ClassPod) {
-			continue
-		}
-		urls = append(urls, "http://"+netip.AddrPortFrom(p.Addr, p.Port).String())
-	}
-	return urls
+	return peers.New(client, peers.Config{
+		Namespace:         k.Namespace,
+		NodeAgentSelector: k.NodeAgentSelector,
+		PodAgentSelector:  k.PodAgentSelector,
+		RackLabel:         k.RackLabel,
+		AgentPort:         uint16(k.AgentPort),
+		APIServerLB:       k.APIServerLBAddr(),
+		APIServerHTTP2:    true,
+	}, log)
 }
 
 // runMatrixWithDiscovery runs the hub; with discovery, each snapshot
-// replaces the agents it pulls.
+// replaces the plan and the agents it pulls.
 func runMatrixWithDiscovery(ctx context.Context, h *hub.Hub, d *peers.Discovery, log *slog.Logger) error {
-	return runDiscovering(ctx, h.Run, d, func(_ context.Context, ps []peers.Peer) {
-		urls := agentURLs(ps)
-		log.Info("agents from discovery", "peers", len(ps), "agents", len(urls))
-		h.SetAgents(urls)
+	if d == nil {
+		return h.Run(ctx)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return h.Run(gctx) })
+	g.Go(func() error {
+		err := d.Run(gctx, func(ps []peers.Peer) {
+			plan, agents := peers.Plan(ps)
+			log.Info("peers from discovery", "peers", len(ps), "agents", len(agents))
+			h.SetPeers(plan, agents)
+		})
+		if gctx.Err() != nil {
+			return nil // shutting down, not a discovery failure
+		}
+		if err != nil {
+			return fmt.Errorf("discovery: %w", err)
+		}
+		return nil
 	})
+	return g.Wait()
 }

@@ -1,0 +1,179 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/config"
+)
+
+// PlanSource is where an agent follows its probe plan: the matrix, which
+// alone watches the cluster.
+type PlanSource struct {
+	// URL is the matrix's base URL.
+	URL string
+	// APIServerCAFile verifies the API server's VIPs (targets the plan
+	// marks apiServer) when http2_ping reaches them over TLS.
+	APIServerCAFile string
+	// Labels are the agent's configured labels; they win over those the
+	// plan gives (node, zone, rack).
+	Labels map[string]string
+	// Wait is how long each long-poll asks the matrix to hold; 0 means 30s.
+	Wait time.Duration
+	// Transport carries the requests; nil: a direct (never proxied) one.
+	Transport http.RoundTripper
+}
+
+// maxPlanBody bounds one plan: 4,096 targets of a few hundred bytes.
+const maxPlanBody = 8 << 20
+
+// Follow keeps a long-poll open to the matrix and applies every new plan
+// of this agent (targets and its own labels) until ctx ends. While the
+// matrix is away or knows no plan for this agent, the agent keeps probing
+// its last plan and retries with backoff (1s doubling to 30s); it returns
+// only ctx's end.
+func (a *Agent) Follow(ctx context.Context, src PlanSource) error {
+	wait := src.Wait
+	if wait <= 0 {
+		wait = 30 * time.Second
+	}
+	tr := src.Transport
+	if tr == nil {
+		tr = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * wait}
+	}
+	client := &http.Client{Transport: tr, Timeout: wait + 15*time.Second,
+		// The matrix answers; a redirect is not it.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	u := src.URL + api.AgentPlanPath + url.PathEscape(a.cfg.Name)
+	version, backoff, failing := "", time.Second, false
+	for ctx.Err() == nil {
+		plan, err := fetchPlan(ctx, client, u, version, wait)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
+			if !failing {
+				a.log.Warn("plan: matrix unreachable or no plan yet; probing the last plan", "matrix", src.URL, "err", err)
+			}
+			failing = true
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+		case plan == nil: // not modified
+			backoff = time.Second
+		default:
+			if failing {
+				a.log.Info("plan: matrix answers again", "matrix", src.URL)
+			}
+			failing, backoff = false, time.Second
+			version = plan.Version
+			a.applyPlan(ctx, plan, src)
+		}
+	}
+	return nil
+}
+
+// fetchPlan long-polls for a plan other than version; nil, nil when the
+// matrix says not modified.
+func fetchPlan(ctx context.Context, c *http.Client, u, version string, wait time.Duration) (*api.AgentPlan, error) {
+	q := url.Values{"wait": {strconv.Itoa(int(wait / time.Second))}}
+	if version != "" {
+		q.Set("version", version)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("User-Agent", "prober-agent/"+Version)
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotModified:
+		return nil, nil
+	default:
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("%s: %s", resp.Status, msg)
+	}
+	var p api.AgentPlan
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxPlanBody)).Decode(&p); err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	if p.Version == "" {
+		return nil, errors.New("plan without a version")
+	}
+	return &p, nil
+}
+
+// applyPlan makes p's targets the probed ones and reports p's labels for
+// the agent, under the configured ones.
+func (a *Agent) applyPlan(ctx context.Context, p *api.AgentPlan, src PlanSource) {
+	labels := maps.Clone(p.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, src.Labels)
+	a.SetLabels(labels)
+	ts, bad := TargetsFromPlan(p.Targets, src.APIServerCAFile)
+	for _, err := range bad {
+		a.log.Warn("plan: target skipped", "err", err)
+	}
+	if len(ts) > a.cfg.Probing.MaxTargets {
+		a.log.Warn("plan: more targets than probing.maxTargets; probing the first", "targets", len(ts), "maxTargets", a.cfg.Probing.MaxTargets)
+		ts = ts[:a.cfg.Probing.MaxTargets]
+	}
+	a.log.Info("plan", "version", p.Version, "group", p.Group, "targets", len(ts))
+	if err := a.SetTargets(ctx, ts); err != nil {
+		a.log.Warn("targets", "err", err)
+	}
+}
+
+// TargetsFromPlan converts a plan's targets, skipping (and naming) those
+// an agent cannot probe.
+func TargetsFromPlan(ps []api.Peer, apiServerCA string) ([]Target, []error) {
+	out := make([]Target, 0, len(ps))
+	var bad []error
+	for _, p := range ps {
+		addr, err := netip.ParseAddr(p.Address)
+		switch {
+		case err != nil || !addr.Is4():
+			bad = append(bad, fmt.Errorf("%s: address %q is not IPv4", p.Name, p.Address))
+			continue
+		case p.Name == "":
+			bad = append(bad, fmt.Errorf("target at %s has no name", p.Address))
+			continue
+		case p.Class != config.ClassNode && p.Class != config.ClassPod && p.Class != config.ClassLB:
+			bad = append(bad, fmt.Errorf("%s: class %q", p.Name, p.Class))
+			continue
+		case p.Port == 0:
+			bad = append(bad, fmt.Errorf("%s: no port", p.Name))
+			continue
+		case p.HTTP2 != nil && p.HTTP2.Mode != api.HTTP2H2C && p.HTTP2.Mode != api.HTTP2TLS && p.HTTP2.Mode != api.HTTP2None:
+			bad = append(bad, fmt.Errorf("%s: http2 mode %q", p.Name, p.HTTP2.Mode))
+			continue
+		}
+		t := Target{Name: p.Name, Addr: addr, Class: p.Class, Port: p.Port, Labels: p.Labels, Backends: p.Backends}
+		if h := p.HTTP2; h != nil {
+			t.HTTP2 = HTTP2{Mode: h.Mode, ServerName: h.ServerName, InsecureSkipVerify: h.InsecureSkipVerify}
+			if h.APIServer {
+				t.HTTP2.CAFile = apiServerCA
+			}
+		}
+		out = append(out, t)
+	}
+	return out, bad
+}

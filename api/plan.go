@@ -1,0 +1,87 @@
+package api
+
+// Paths of the probe plan the matrix serves.
+const (
+	// PlanPath is every agent's plan, for operators: who probes whom.
+	// ?node=NAME narrows it to that node's agents and adds who probes
+	// them.
+	PlanPath = "/api/v1/plan"
+	// AgentPlanPath + NAME is one agent's plan, long-polled by the agent:
+	// ?version=V answers at once when the plan is no longer V, else when
+	// it changes or after ?wait (at most MaxPlanWait).
+	AgentPlanPath = "/api/v1/plan/agents/"
+)
+
+// MaxPlanWait bounds how long one long-poll of an agent's plan is held.
+const MaxPlanWait = 60
+
+// Peer is one endpoint of the probe plan: an agent, or a target an agent
+// probes. The plan, the matrix and the agents share this one type.
+type Peer struct {
+	Name    string `json:"name"`
+	Class   string `json:"class"` // ClassNode, ClassPod or ClassLB
+	Address string `json:"address"`
+	// Port is where tcp_syn and http2_ping aim (node and pod peers: the
+	// agents' port; lb peers: the Service port).
+	Port uint16 `json:"port,omitempty"`
+	// Group is the peer's rack (label, else inferred from its first hop),
+	// else zone; "" for one group.
+	Group string `json:"group,omitempty"`
+	// Node is the node a pod peer runs on.
+	Node string `json:"node,omitempty"`
+	// Labels are node, zone and rack when known.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Backends are, for an lb peer, the node and pod peers behind it.
+	Backends []string `json:"backends,omitempty"`
+	// HTTP2 is how http2_ping reaches the peer; absent: the class's
+	// default (h2c to agents).
+	HTTP2 *PeerHTTP2 `json:"http2,omitempty"`
+}
+
+// PeerHTTP2 is how http2_ping reaches a peer.
+type PeerHTTP2 struct {
+	Mode       string `json:"mode"` // HTTP2H2C, HTTP2TLS or HTTP2None
+	ServerName string `json:"serverName,omitempty"`
+	// APIServer is set on the API server's VIPs: the agent verifies them
+	// with its API server CA (the matrix cannot know the agent's files).
+	APIServer bool `json:"apiServer,omitempty"`
+	// InsecureSkipVerify: an opted-in Service's certificate, whose CA
+	// and name nobody configured, is not verified.
+	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+}
+
+// HTTP/2 modes of a peer.
+const (
+	HTTP2H2C  = "h2c"
+	HTTP2TLS  = "tls"
+	HTTP2None = "none"
+)
+
+// AgentPlan is what one agent probes: served to the agent on
+// AgentPlanPath, and one entry of PlanView.
+type AgentPlan struct {
+	// Version changes whenever anything in the plan does.
+	Version string `json:"version,omitempty"`
+	Name    string `json:"name"`
+	Class   string `json:"class"`
+	Address string `json:"address,omitempty"`
+	Group   string `json:"group"`
+	Node    string `json:"node,omitempty"`
+	// Labels are the agent's own node, zone and rack as the matrix knows
+	// them (the rack possibly inferred): the agent reports them.
+	Labels  map[string]string `json:"labels,omitempty"`
+	Targets []Peer            `json:"targets"`
+}
+
+// PlanView is the answer of PlanPath.
+type PlanView struct {
+	// Round and RotationRounds: the plan covers every pair of groups
+	// over RotationRounds rounds of RotationSeconds each.
+	Round           int         `json:"round"`
+	RotationRounds  int         `json:"rotationRounds"`
+	RotationSeconds float64     `json:"rotationSeconds"`
+	Agents          []AgentPlan `json:"agents"`
+	// ProbedBy is, with ?node=, for each of that node's agents, the agents
+	// that probe it.
+	ProbedBy map[string][]string `json:"probedBy,omitempty"`
+}

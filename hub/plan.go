@@ -1,0 +1,215 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/plan"
+)
+
+// planState is the probe plan the hub serves, rebuilt when discovery's
+// peers or the inferred racks change, and when the rotation advances.
+type planState struct {
+	peers   []api.Peer        // from discovery, ungrouped
+	racks   map[string]string // inferred racks the plans were built with
+	plans   *plan.Plans       // nil before the first peers
+	version map[string]string // agent name -> its plan's version
+	round   int
+	// changed is closed, and replaced, at every rebuild: long-polls wait
+	// on it.
+	changed chan struct{}
+}
+
+// Plan returns the current plans; nil before discovery's first peers.
+func (h *Hub) Plan() *plan.Plans {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.plan.plans
+}
+
+// SetPeers replaces the cluster discovery found: the peers the plan is
+// built from (node and pod agents, LB targets) and the agents pulled,
+// base URL by agent name. A report from an agent's URL must name that
+// agent.
+func (h *Hub) SetPeers(peers []api.Peer, agents map[string]string) {
+	urls := make([]string, 0, len(agents))
+	names := make(map[string]string, len(agents))
+	for name, u := range agents {
+		urls = append(urls, u)
+		names[u] = name
+	}
+	h.SetAgents(urls)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.names = names
+	h.plan.peers = slices.Clone(peers)
+	h.rebuildLocked()
+}
+
+// rebuildLocked recomputes every plan from the peers, the racks the
+// matrix inferred and the rotation round, then wakes the long-polls. The
+// caller holds h.mu.
+func (h *Hub) rebuildLocked() {
+	ps := &h.plan
+	if ps.peers == nil {
+		return
+	}
+	grouped := slices.Clone(ps.peers)
+	plan.Group(grouped, ps.racks)
+	p := plan.Build(grouped, plan.BuildOptions{
+		MaxTargets: h.cfg.Plan.MaxTargets, InGroup: h.cfg.Plan.InGroup, Round: ps.round,
+	})
+	version := make(map[string]string, len(ps.version))
+	changed := 0
+	for _, a := range p.Agents() {
+		ap, _ := p.Agent(a.Name)
+		version[a.Name] = ap.Version
+		if ps.version[a.Name] != ap.Version {
+			changed++
+		}
+	}
+	ps.plans, ps.version = p, version
+	if changed > 0 || ps.changed == nil {
+		if ps.changed != nil {
+			close(ps.changed)
+		}
+		ps.changed = make(chan struct{})
+	}
+	h.met.planAgents.Set(float64(len(version)))
+	h.met.planBuilds.Inc()
+}
+
+// refreshRacks rebuilds the plans when the racks the matrix inferred from
+// the agents' first hops differ from those the plans were built with.
+// The caller holds h.mu.
+func (h *Hub) refreshRacksLocked() {
+	racks := h.m.Racks()
+	if maps.Equal(racks, h.plan.racks) {
+		return
+	}
+	h.plan.racks = racks
+	h.rebuildLocked()
+}
+
+// rotate advances the plan's round every period when the rotation has
+// more than one round.
+func (h *Hub) rotate(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		if p := h.plan.plans; p != nil && p.RotationRounds > 1 {
+			h.plan.round = (p.Round + 1) % p.RotationRounds
+			h.rebuildLocked()
+		}
+		h.mu.Unlock()
+	}
+}
+
+// defaultPlanWait is how long an agent's long-poll is held when it does
+// not say.
+const defaultPlanWait = 30 * time.Second
+
+// serveAgentPlan answers an agent's long-poll for its plan: at once when
+// its version is not the current one, else when the plan changes or the
+// wait ends (304, not modified). An agent discovery does not know (yet:
+// it is not Ready) waits too, then gets 404.
+func (h *Hub) serveAgentPlan(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	have := r.URL.Query().Get("version")
+	wait := defaultPlanWait
+	if s := r.URL.Query().Get("wait"); s != "" {
+		secs, err := strconv.Atoi(s)
+		if err != nil || secs < 0 {
+			http.Error(w, "wait: want whole seconds", http.StatusBadRequest)
+			return
+		}
+		wait = min(time.Duration(secs)*time.Second, api.MaxPlanWait*time.Second)
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		h.mu.Lock()
+		p, v, changed := h.plan.plans, h.plan.version[name], h.plan.changed
+		h.mu.Unlock()
+		if v != "" && v != have {
+			ap, _ := p.Agent(name)
+			writeJSON(w, r, ap)
+			return
+		}
+		select {
+		case <-changed: // nil before the first plan: only the timer ends it
+			continue
+		case <-r.Context().Done():
+			return
+		case <-timer.C:
+		}
+		if v == "" {
+			http.Error(w, "no plan for agent "+strconv.Quote(name)+": discovery has not found it (a Ready prober pod, or a Node with one)", http.StatusNotFound)
+			return
+		}
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+}
+
+// servePlan answers PlanPath: every agent's plan, streamed agent by agent
+// (at 10,000 nodes the whole answer is large), or with ?node= that node's
+// agents and who probes them.
+func (h *Hub) servePlan(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	p := h.plan.plans
+	h.mu.Unlock()
+	view := api.PlanView{RotationRounds: 1, RotationSeconds: h.cfg.Plan.Rotation.D().Seconds(), Agents: []api.AgentPlan{}}
+	if p == nil {
+		writeJSON(w, r, view)
+		return
+	}
+	view.Round, view.RotationRounds = p.Round, p.RotationRounds
+	node := r.URL.Query().Get("node")
+	agents := p.Agents()
+	if node != "" {
+		view.ProbedBy = map[string][]string{}
+		for _, a := range agents {
+			if a.Name == node || a.Node == node {
+				ap, _ := p.Agent(a.Name)
+				view.Agents = append(view.Agents, ap)
+				view.ProbedBy[a.Name] = p.ProbedBy(a.Name)
+			}
+		}
+		writeJSON(w, r, view)
+		return
+	}
+	// Stream: the header, then one agent at a time.
+	w.Header().Set("Content-Type", "application/json")
+	head, _ := json.Marshal(struct {
+		Round           int     `json:"round"`
+		RotationRounds  int     `json:"rotationRounds"`
+		RotationSeconds float64 `json:"rotationSeconds"`
+	}{view.Round, view.RotationRounds, view.RotationSeconds})
+	w.Write(head[:len(head)-1])
+	w.Write([]byte(`,"agents":[`))
+	enc := json.NewEncoder(w)
+	for i, a := range agents {
+		if i > 0 {
+			w.Write([]byte{','})
+		}
+		ap, _ := p.Agent(a.Name)
+		if err := enc.Encode(ap); err != nil {
+			h.log.Warn("plan: encode", "agent", a.Name, "err", err)
+			return
+		}
+	}
+	w.Write([]byte("]}\n"))
+}
