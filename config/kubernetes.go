@@ -68,7 +68,7 @@ const (
 	// server's certificate: kubernetes.apiServerCAFile's default. Agents
 	// mount no ServiceAccount token, so the token volume's ca.crt is not
 	// there.
-	DefaultAPIServerCAFile = "/etc/prober/kube-root-ca/ca.crt"
+	DefaultAPIServerCAFile = "/etc/kube-root-ca/ca.crt"
 	// MatrixService is the name of the matrix's Service.
 	MatrixService = "prober-matrix"
 	// DefaultMatrixPort is the matrix's listen port in deploy/.

@@ -92,6 +92,8 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitAgents(ctx, t, "the matrix to see every agent")
+	r.noAgentToken(ctx, t)
+	r.completePlan(ctx, t)
 
 	prom := r.startPrometheus(ctx, kube, dir)
 
@@ -290,4 +292,71 @@ func (w testWriter) Write(b []byte) (int, error) {
 		w.t.Log(line)
 	}
 	return len(b), nil
+}
+
+// noAgentToken: the agents' pods carry no API token: no projected token
+// volume, nothing mounted where client-go looks for one.
+func (r *clusterRun) noAgentToken(ctx context.Context, t *testing.T) {
+	t.Helper()
+	out, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component in (node,pod)", "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.spec.automountServiceAccountToken} {.spec.volumes[*].name} {.spec.containers[*].volumeMounts[*].mountPath}{"\n"}{end}`)
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	pods := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		pods++
+		if f := strings.Fields(line); len(f) < 2 || f[1] != "false" || strings.Contains(line, "kube-api-access") || strings.Contains(line, "serviceaccount") {
+			t.Errorf("agent pod with an API token: %s", line)
+		}
+	}
+	if pods != 2*len(r.c.Fabric.Nodes()) {
+		t.Errorf("%d agent pods, want 2 per node:\n%s", pods, out)
+	}
+}
+
+// completePlan: /api/v1/plan holds every agent, each with targets, each
+// probed by another agent, and ?node= agrees with the whole plan.
+func (r *clusterRun) completePlan(ctx context.Context, t *testing.T) {
+	t.Helper()
+	want := r.expectedAgents(ctx, t)
+	var last error
+	for start := time.Now(); time.Since(start) < 30*time.Second; sleep(ctx, time.Second) {
+		v, err := r.matrix.Plan(ctx, "")
+		if last = err; err != nil {
+			continue
+		}
+		var got []string
+		probed := map[string]int{}
+		for _, a := range v.Agents {
+			got = append(got, a.Name)
+			if len(a.Targets) == 0 {
+				last = fmt.Errorf("agent %s has no target", a.Name)
+			}
+			for _, tg := range a.Targets {
+				probed[tg.Name]++
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			last = fmt.Errorf("plan agents %v, want %v", got, want)
+			continue
+		}
+		for _, a := range want {
+			if probed[a] == 0 {
+				last = fmt.Errorf("nobody probes %s", a)
+			}
+		}
+		if last != nil {
+			continue
+		}
+		node := r.c.Fabric.Nodes()[0].Name
+		one, err := r.matrix.Plan(ctx, node)
+		if err != nil || len(one.Agents) != 2 || len(one.ProbedBy[node]) != probed[node] {
+			t.Fatalf("plan of node %s: %+v, %v; want its 2 agents, probed by %d", node, one, err, probed[node])
+		}
+		t.Logf("plan: %d agents, node %s probed by %v", len(v.Agents), node, one.ProbedBy[node])
+		return
+	}
+	t.Fatalf("no complete plan within 30s: %v", last)
 }

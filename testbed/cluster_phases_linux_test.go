@@ -438,9 +438,11 @@ func (r *clusterRun) churn(ctx context.Context, t *testing.T) {
 	if err := r.c.RemoveNode(ctx, gone, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := r.c.Kubectl(ctx, "-n", "prober", "delete", "pod", strings.TrimSpace(pod)); err != nil {
+	pod = strings.TrimSpace(pod)
+	if out, err := r.c.Kubectl(ctx, "-n", "prober", "delete", "pod", "--wait=false", pod); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
+	r.leavesPlan(ctx, t, pod, 2*time.Second)
 	t.Logf("%s drained, deleted and powered off, %s deleted, in %v", gone, pod, time.Since(start).Round(time.Second))
 	if out, err := r.c.Kubectl(ctx, "-n", "prober", "rollout", "status", "daemonset/prober-pod", "--timeout=2m"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -529,4 +531,35 @@ func getJSON(ctx context.Context, c *testbed.Cluster, url string, v any) error {
 		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// leavesPlan: a deleted agent leaves every agent's plan within d of the
+// deletion (the matrix sees the pod terminating, rebuilds, and answers the
+// agents' held polls).
+func (r *clusterRun) leavesPlan(ctx context.Context, t *testing.T, agent string, d time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for {
+		v, err := r.matrix.Plan(ctx, "")
+		held := 0
+		for _, a := range v.Agents {
+			for _, tg := range a.Targets {
+				if tg.Name == agent {
+					held++
+				}
+			}
+		}
+		if err == nil && held == 0 {
+			took := time.Since(start)
+			t.Logf("%s left every plan %v after its deletion", agent, took.Round(10*time.Millisecond))
+			if took > d {
+				t.Errorf("%s left the plans after %v, want within %v", agent, took, d)
+			}
+			return
+		}
+		if time.Since(start) > 10*d {
+			t.Fatalf("%s still in %d plans %v after its deletion (%v)", agent, held, time.Since(start), err)
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
 }

@@ -18,7 +18,7 @@ type DeployEdits struct {
 	// Image replaces every prober container's image.
 	Image string
 	// APIServerLB is the address kubelets use for the API server (the
-	// node agents' kubernetes.apiServerLB); unset: left commented out.
+	// matrix's kubernetes.apiServerLB); unset: left commented out.
 	APIServerLB netip.AddrPort
 	// Hops names the fabric's devices in the matrix's config (hops:).
 	Hops map[string]string
@@ -26,11 +26,9 @@ type DeployEdits struct {
 
 // Names in deploy/ the edits address.
 const (
-	deployImagePrefix  = "ghcr.io/netprober/prober:"
-	agentConfigMap     = "prober-agent"
-	matrixConfigMap    = "prober-matrix"
-	nodeAgentConfigKey = "node.yaml"
-	matrixConfigKey    = "matrix.yaml"
+	deployImagePrefix = "ghcr.io/netprober/prober:"
+	matrixConfigMap   = "prober-matrix"
+	matrixConfigKey   = "matrix.yaml"
 )
 
 // RenderDeploy reads the manifests at the top of dir, as `kubectl apply -f
@@ -83,7 +81,7 @@ func RenderDeploy(dir, out string, e DeployEdits) error {
 		errs = append(errs, fmt.Errorf("deploy: no container image %s* to replace", deployImagePrefix))
 	}
 	if e.APIServerLB.IsValid() && lb == 0 {
-		errs = append(errs, fmt.Errorf("deploy: no ConfigMap %s with %s to set apiServerLB in", agentConfigMap, nodeAgentConfigKey))
+		errs = append(errs, fmt.Errorf("deploy: no ConfigMap %s with %s to set apiServerLB in", matrixConfigMap, matrixConfigKey))
 	}
 	if len(e.Hops) > 0 && hops == 0 {
 		errs = append(errs, fmt.Errorf("deploy: no ConfigMap %s with %s to set hops in", matrixConfigMap, matrixConfigKey))
@@ -129,21 +127,21 @@ func editObject(obj map[string]any, e DeployEdits) (images, lb, hops int, err er
 			data[key] = string(y)
 			return nil
 		}
-		switch {
-		case name == agentConfigMap && e.APIServerLB.IsValid():
-			err = edit(nodeAgentConfigKey, func(cfg map[string]any) {
-				k, _ := cfg["kubernetes"].(map[string]any)
-				if k == nil {
-					k = map[string]any{}
-					cfg["kubernetes"] = k
-				}
-				k["apiServerLB"] = e.APIServerLB.String()
-				lb++
-			})
-		case name == matrixConfigMap && len(e.Hops) > 0:
+		if name == matrixConfigMap && (e.APIServerLB.IsValid() || len(e.Hops) > 0) {
 			err = edit(matrixConfigKey, func(cfg map[string]any) {
-				cfg["hops"] = e.Hops
-				hops++
+				if e.APIServerLB.IsValid() {
+					k, _ := cfg["kubernetes"].(map[string]any)
+					if k == nil {
+						k = map[string]any{}
+						cfg["kubernetes"] = k
+					}
+					k["apiServerLB"] = e.APIServerLB.String()
+					lb++
+				}
+				if len(e.Hops) > 0 {
+					cfg["hops"] = e.Hops
+					hops++
+				}
 			})
 		}
 		return images, lb, hops, err

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/hub"
 	"github.com/netprober/prober/matrix"
 )
@@ -41,6 +43,17 @@ func (m MatrixClient) Matrix(ctx context.Context) (MatrixView, error) {
 func (m MatrixClient) Diagnosis(ctx context.Context) (matrix.Diagnosis, error) {
 	var d matrix.Diagnosis
 	return d, m.get(ctx, matrix.DiagnosisPath, &d)
+}
+
+// Plan is the matrix's /api/v1/plan: every agent's plan, or with node
+// set that node's agents and who probes them.
+func (m MatrixClient) Plan(ctx context.Context, node string) (api.PlanView, error) {
+	var v api.PlanView
+	path := api.PlanPath
+	if node != "" {
+		path += "?node=" + url.QueryEscape(node)
+	}
+	return v, m.get(ctx, path, &v)
 }
 
 func (m MatrixClient) get(ctx context.Context, path string, v any) error {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/probe"
 )
@@ -59,4 +61,66 @@ func unindent(s string, n int) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestDeployPrivileges: agents carry no API token and are bound to no
+// role; only the matrix reads the API, pods only in its namespace; the
+// matrix's Service precedes the DaemonSets, so agents find it in their
+// environment.
+func TestDeployPrivileges(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../deploy/daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	daemonSets := 0
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var obj struct {
+			Kind     string                `json:"kind"`
+			Metadata struct{ Name string } `json:"metadata"`
+			Rules    []struct {
+				Resources []string `json:"resources"`
+			} `json:"rules"`
+			Subjects []struct{ Name string } `json:"subjects"`
+			Spec     struct {
+				Template struct {
+					Spec struct {
+						ServiceAccountName           string `json:"serviceAccountName"`
+						AutomountServiceAccountToken *bool  `json:"automountServiceAccountToken"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.Kind == "" {
+			continue
+		}
+		kinds = append(kinds, obj.Kind+"/"+obj.Metadata.Name)
+		for _, s := range obj.Subjects {
+			if s.Name != "prober-matrix" {
+				t.Errorf("%s %s binds %s: only the matrix reads the API", obj.Kind, obj.Metadata.Name, s.Name)
+			}
+		}
+		for _, r := range obj.Rules {
+			if obj.Kind == "ClusterRole" && slices.Contains(r.Resources, "pods") {
+				t.Errorf("ClusterRole %s reads pods cluster-wide; a Role in prober's namespace suffices", obj.Metadata.Name)
+			}
+		}
+		if obj.Kind == "DaemonSet" {
+			daemonSets++
+			ps := obj.Spec.Template.Spec
+			if ps.AutomountServiceAccountToken == nil || *ps.AutomountServiceAccountToken {
+				t.Errorf("DaemonSet %s mounts an API token", obj.Metadata.Name)
+			}
+			if !slices.Contains(kinds, "Service/prober-matrix") {
+				t.Errorf("DaemonSet %s comes before the prober-matrix Service", obj.Metadata.Name)
+			}
+		}
+	}
+	if daemonSets != 2 {
+		t.Errorf("%d DaemonSets in %v, want 2", daemonSets, kinds)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -34,6 +35,9 @@ func newMatrixDiscovery(cfg *config.Matrix, log *slog.Logger) (*peers.Discovery,
 		AgentPort:         uint16(k.AgentPort),
 		APIServerLB:       k.APIServerLBAddr(),
 		APIServerHTTP2:    true,
+		// A pod that terminates leaves every plan within 2 s: half a
+		// second to coalesce, the rest to rebuild and answer the polls.
+		Settle: 500 * time.Millisecond,
 	}, log)
 }
 
