@@ -23,7 +23,7 @@ import (
 	"github.com/netprober/prober/peers/peerstest"
 )
 
-// watcher runs discovery as the prober-agent ServiceAccount (through
+// watcher runs discovery as the prober-matrix ServiceAccount (through
 // impersonation, so deploy/'s RBAC is what it gets) and keeps the latest
 // snapshot.
 type watcher struct {
@@ -35,7 +35,7 @@ type watcher struct {
 
 func startDiscovery(t *testing.T, s *peerstest.Server, name string, settle time.Duration) *watcher {
 	t.Helper()
-	kc, err := s.Kubeconfig(name, "system:serviceaccount:prober:prober-agent")
+	kc, err := s.Kubeconfig(name, "system:serviceaccount:prober:prober-matrix")
 	if err != nil {
 		t.Fatal(err)
 	}
