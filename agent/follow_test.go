@@ -78,7 +78,9 @@ func TestFollow(t *testing.T) {
 	t.Cleanup(matrix.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.Follow(ctx, PlanSource{URL: matrix.URL, Labels: map[string]string{"zone": "mine"}, Wait: 2 * time.Second}) }()
+	go func() {
+		done <- a.Follow(ctx, PlanSource{URL: matrix.URL, Labels: map[string]string{"zone": "mine"}, Wait: 2 * time.Second})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
