@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/netprober/prober/config"
@@ -24,7 +23,6 @@ type target struct {
 	ports  []uint16  // tcp_syn source ports, one per flow
 	h2     *h2Target // nil unless pinged over HTTP/2
 	added  time.Time
-	live   atomic.Bool // an lb target has answered: its results count
 
 	mu     sync.Mutex
 	protos map[probe.Protocol]*protoState
@@ -33,6 +31,9 @@ type target struct {
 type protoState struct {
 	series series
 	flows  []*window
+	// live[flow] is set (under the target's mu) once an lb target's flow
+	// has answered: its results count from then on.
+	live []bool
 }
 
 // SetTargets makes ts the set of probed targets: new ones start, departed
@@ -131,7 +132,7 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 		default:
 			continue // engines of later issues
 		}
-		ps := &protoState{series: a.m.seriesFor(proto, t.path, tg.Name)}
+		ps := &protoState{series: a.m.seriesFor(proto, t.path, tg.Name), live: make([]bool, flows)}
 		for range flows {
 			ps.flows = append(ps.flows, newWindow(p.Window.D(), p.Interval.D()))
 		}
@@ -209,17 +210,24 @@ func (a *Agent) loop(ctx context.Context, t *target, proto probe.Protocol, flow 
 	}
 }
 
-// lbSettle bounds how long a new lb target's results wait for its first
-// answer before they count: kube-proxy programs a Service on this node in
-// about the time the agent learns of it, and until then its VIP drops or
-// rejects. A Service that never answers is reported once this has passed.
+// lbSettle bounds how long a new lb target's flow waits for its first
+// answer before its results count: kube-proxy programs a Service on this
+// node in about the time the agent learns of it, and until then its VIP
+// drops or rejects. Each flow settles on its own: a SYN sent before the
+// rules were there leaves a conntrack entry without DNAT that later SYNs
+// of the same 5-tuple follow until it is cleared, while other flows
+// already pass. A Service that never answers is reported once this has
+// passed.
 const lbSettle = 10 * time.Second
 
 func (a *Agent) record(t *target, proto probe.Protocol, flow int, r probe.Result) {
-	if t.Class == config.ClassLB && !t.live.Load() {
-		if r.Outcome == probe.OK {
-			t.live.Store(true)
-		} else if a.now().Sub(t.added) < a.lbSettle {
+	ps := t.protos[proto]
+	if t.Class == config.ClassLB {
+		t.mu.Lock()
+		live := ps.live[flow] || r.Outcome == probe.OK
+		ps.live[flow] = live
+		t.mu.Unlock()
+		if !live && a.now().Sub(t.added) < a.lbSettle {
 			return // not yet programmed, perhaps: neither sent nor lost
 		}
 	}
@@ -230,7 +238,6 @@ func (a *Agent) record(t *target, proto probe.Protocol, flow int, r probe.Result
 		// loss. An agent that refuses (restarting) is no loss.
 		r.Outcome = probe.Lost
 	}
-	ps := t.protos[proto]
 	t.mu.Lock()
 	ps.flows[flow].add(a.now(), r)
 	t.mu.Unlock()
