@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/probe"
 )
@@ -97,7 +98,7 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 
 func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 	p := a.cfg.Probing
-	t := &target{Target: tg, path: config.Path(a.cfg.Class, tg.Class), added: a.now(), done: make(chan struct{}), protos: map[probe.Protocol]*protoState{}}
+	t := &target{Target: tg, path: api.PathClass(a.cfg.Class, tg.Class), added: a.now(), done: make(chan struct{}), protos: map[probe.Protocol]*protoState{}}
 	if a.syn != nil {
 		ports, err := a.syn.AllocPorts(p.Flows)
 		if err != nil {

@@ -8,14 +8,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/probe"
 )
 
 // Classes of endpoint: where a probe starts (node, pod) or ends (also lb).
 const (
-	ClassNode = "node"
-	ClassPod  = "pod"
-	ClassLB   = "lb"
+	ClassNode = api.ClassNode
+	ClassPod  = api.ClassPod
+	ClassLB   = api.ClassLB
 )
 
 // Agent is the configuration of `prober agent`.
@@ -276,10 +277,6 @@ func (c *Agent) PerTarget() bool { return c.Metrics.PerTarget == nil || *c.Metri
 func Probed(class string, proto probe.Protocol) bool {
 	return class != ClassLB || proto != probe.ProtocolICMP
 }
-
-// Path names the path class from an origin class to a target class, such
-// as node_to_pod.
-func Path(from, to string) string { return from + "_to_" + to }
 
 func protocolList() string {
 	s := make([]string, len(probe.Protocols))

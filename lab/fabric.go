@@ -11,13 +11,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/netprober/prober/api"
 )
 
 // Host classes: a node runs the node-class agent, a pod the pod-class one;
 // the control plane runs a Kubernetes control plane and no agent.
 const (
-	ClassNode         = "node"
-	ClassPod          = "pod"
+	ClassNode         = api.ClassNode
+	ClassPod          = api.ClassPod
 	ClassControlPlane = "controlplane"
 )
 

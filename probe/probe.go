@@ -3,6 +3,8 @@ package probe
 import (
 	"net/netip"
 	"time"
+
+	"github.com/netprober/prober/api"
 )
 
 // Protocol names a probe engine. The strings appear in configs, metrics
@@ -11,9 +13,9 @@ type Protocol string
 
 // The probe protocols.
 const (
-	ProtocolICMP      Protocol = "icmp"
-	ProtocolTCPSYN    Protocol = "tcp_syn"
-	ProtocolHTTP2Ping Protocol = "http2_ping"
+	ProtocolICMP      Protocol = api.ProtocolICMP
+	ProtocolTCPSYN    Protocol = api.ProtocolTCPSYN
+	ProtocolHTTP2Ping Protocol = api.ProtocolHTTP2Ping
 )
 
 // Protocols lists every protocol in a stable order.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/lab"
 	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/testbed"
@@ -155,7 +156,7 @@ func showMatrix(ctx context.Context, out io.Writer, m testbed.MatrixClient, colo
 	if err != nil {
 		return err
 	}
-	drawHeatmap(out, v.Snapshot, "node_to_node", "tcp_syn", color)
+	drawHeatmap(out, v.Snapshot, api.PathNodeToNode, api.ProtocolTCPSYN, color)
 	printDiagnosis(out, d)
 	return nil
 }

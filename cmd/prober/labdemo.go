@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/lab"
 	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/testbed"
@@ -74,7 +75,7 @@ func labDemo(ctx context.Context, s testbed.FabricSpec, fault lab.Fault, within 
 	if _, err := r.WaitFor(ctx, s.Window+30*time.Second, "a full window", filled); err != nil {
 		return err
 	}
-	drawHeatmap(out, r.Snapshot(), "node_to_node", "tcp_syn", s.TTY)
+	drawHeatmap(out, r.Snapshot(), api.PathNodeToNode, api.ProtocolTCPSYN, s.TTY)
 	printDiagnosis(out, r.Diagnosis())
 
 	fmt.Fprintf(out, "==> injecting seed 004's fault: %s (nftables in %s-%s)\n", fault, s.Lab.Prefix, fault.Device)
@@ -85,7 +86,7 @@ func labDemo(ctx context.Context, s testbed.FabricSpec, fault lab.Fault, within 
 	_, err = r.WaitFor(ctx, within, "the matrix to name "+fault.Device, func(d matrix.Diagnosis, _ matrix.Snapshot) bool {
 		return len(d.Suspects) > 0 && d.Suspects[0].Name == fault.Device
 	})
-	drawHeatmap(out, r.Snapshot(), "node_to_node", "tcp_syn", s.TTY)
+	drawHeatmap(out, r.Snapshot(), api.PathNodeToNode, api.ProtocolTCPSYN, s.TTY)
 	printDiagnosis(out, r.Diagnosis())
 	if err != nil {
 		return err
