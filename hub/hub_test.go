@@ -55,7 +55,7 @@ func report(name, rack string, peers map[string]string, sent, lost uint64) api.O
 	return obs
 }
 
-func newTestHub(t *testing.T, agents []string, groupBy string) *Hub {
+func newTestHub(t testing.TB, agents []string, groupBy string) *Hub {
 	t.Helper()
 	cfg := &config.Matrix{Listen: "127.0.0.1:0", Agents: agents, GroupBy: groupBy,
 		Interval: config.Duration(time.Second), Timeout: config.Duration(300 * time.Millisecond)}

@@ -127,11 +127,15 @@ func addr4(i int) string {
 	return netip.AddrFrom4([4]byte{198, 18 + byte(i>>16&1), byte(i >> 8), byte(i)}).String()
 }
 
-// createNode creates a Ready Node with an InternalIP: a bare API server
-// has no kubelet, so the test writes the status itself.
+// createNode creates a Ready Node with an InternalIP, a zone and a rack:
+// a bare API server has no kubelet, so the test writes the status itself.
 func createNode(ctx context.Context, c kubernetes.Interface, name, ip string) error {
-	n, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
-		Labels: map[string]string{peers.ZoneLabel: "z" + strconv.Itoa(len(name)%3), "example.com/rack": "r1"}}}, metav1.CreateOptions{})
+	return createNodeLabelled(ctx, c, name, ip, map[string]string{peers.ZoneLabel: "z" + strconv.Itoa(len(name)%3), "example.com/rack": "r1"})
+}
+
+// createNodeLabelled is createNode with the given labels (nil: none).
+func createNodeLabelled(ctx context.Context, c kubernetes.Interface, name, ip string, labels map[string]string) error {
+	n, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
@@ -144,12 +148,13 @@ func createNode(ctx context.Context, c kubernetes.Interface, name, ip string) er
 }
 
 // createAgentPod creates a Running, Ready agent pod of component node or
-// pod on nodeName with ip.
+// pod on nodeName with ip; a node agent is on the host network, as
+// deploy/'s prober-node DaemonSet is.
 func createAgentPod(ctx context.Context, c kubernetes.Interface, name, component, nodeName, ip string) error {
 	grace := int64(30)
 	p, err := c.CoreV1().Pods(config.DefaultNamespace).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": "prober", "app.kubernetes.io/component": component}},
-		Spec: corev1.PodSpec{NodeName: nodeName, TerminationGracePeriodSeconds: &grace,
+		Spec: corev1.PodSpec{NodeName: nodeName, TerminationGracePeriodSeconds: &grace, HostNetwork: component == "node",
 			Containers: []corev1.Container{{Name: "prober", Image: "ghcr.io/netprober/prober:test"}}},
 	}, metav1.CreateOptions{})
 	if err != nil {

@@ -209,7 +209,10 @@ func (s *Server) Kubeconfig(name, as string) (string, error) {
 }
 
 // AdminClient is a client-go clientset as the admin, with a rate limit
-// high enough to create thousands of objects quickly.
+// high enough to create thousands of objects quickly. It drops the API
+// server's warnings: deploy/'s namespace warns at the baseline Pod
+// Security level, which every hostNetwork node agent pod a test creates
+// would print.
 func (s *Server) AdminClient() (kubernetes.Interface, error) {
 	path, err := s.Kubeconfig("admin", "")
 	if err != nil {
@@ -220,6 +223,7 @@ func (s *Server) AdminClient() (kubernetes.Interface, error) {
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = 2000, 4000
+	cfg.WarningHandler = rest.NoWarnings{}
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	return kubernetes.NewForConfig(cfg)
 }

@@ -1,0 +1,31 @@
+package hub
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/netprober/prober/api"
+)
+
+// BenchmarkSetPeers10000 is one discovery snapshot at 10,000 nodes, each
+// with a node and a pod agent, all of them pulled before: the time the
+// hub's lock is held from long-polls and rounds.
+func BenchmarkSetPeers10000(b *testing.B) {
+	h := newTestHub(b, []string{"http://192.0.2.200:9808"}, "node")
+	var ps []api.Peer
+	for i := range 10000 {
+		node := fmt.Sprintf("n%05d", i)
+		ps = append(ps,
+			api.Peer{Name: node, Class: api.ClassNode, Address: fmt.Sprintf("198.18.%d.%d", i/256, i%256), Port: 9808},
+			api.Peer{Name: "pod-" + node, Class: api.ClassPod, Node: node, Address: fmt.Sprintf("198.19.%d.%d", i/256, i%256), Port: 9808})
+	}
+	agents := agentsOf(ps)
+	h.SetPeers(ps, agents)
+	for _, u := range agents {
+		h.pulls[u] = &pull{URL: u}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		h.SetPeers(ps, agents)
+	}
+}
