@@ -194,12 +194,13 @@ func (h *Hub) Round(ctx context.Context) {
 		}
 		h.pulls[p.URL] = p
 	}
-	h.refreshRacksLocked()
+	racks := h.m.Racks()
 	h.snap = h.m.Snapshot(now)
 	prev := h.diag
 	h.diag = h.m.Localize(now)
 	h.rounds.Add(1)
 	h.mu.Unlock()
+	h.setRacks(racks)
 	h.logChanges(prev, h.diag)
 	h.met.rounds.Inc()
 	h.met.roundSeconds.Observe(time.Since(start).Seconds())

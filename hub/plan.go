@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/netprober/prober/api"
@@ -14,8 +15,14 @@ import (
 )
 
 // planState is the probe plan the hub serves, rebuilt when discovery's
-// peers or the inferred racks change, and when the rotation advances.
+// peers or the inferred racks change, and when the rotation advances. It
+// has its own locks, apart from the matrix's: a rebuild at 10,000 nodes
+// takes half a second and a round up to a second, and neither may hold up
+// the agents' long-polls.
 type planState struct {
+	build sync.Mutex // serializes rebuilds; not held while serving
+
+	mu      sync.Mutex        // guards the fields below
 	peers   []api.Peer        // from discovery, ungrouped
 	racks   map[string]string // inferred racks the plans were built with
 	plans   *plan.Plans       // nil before the first peers
@@ -28,8 +35,8 @@ type planState struct {
 
 // Plan returns the current plans; nil before discovery's first peers.
 func (h *Hub) Plan() *plan.Plans {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.plan.mu.Lock()
+	defer h.plan.mu.Unlock()
 	return h.plan.plans
 }
 
@@ -46,34 +53,44 @@ func (h *Hub) SetPeers(peers []api.Peer, agents map[string]string) {
 	}
 	h.SetAgents(urls)
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.names = names
+	h.mu.Unlock()
+	h.plan.mu.Lock()
 	h.plan.peers = slices.Clone(peers)
-	h.rebuildLocked()
+	h.plan.mu.Unlock()
+	h.rebuild()
 }
 
-// rebuildLocked recomputes every plan from the peers, the racks the
-// matrix inferred and the rotation round, then wakes the long-polls. The
-// caller holds h.mu.
-func (h *Hub) rebuildLocked() {
+// rebuild recomputes every plan from the peers, the racks the matrix
+// inferred and the rotation round, then wakes the long-polls. It builds
+// without holding the state's lock; rebuilds take turns, each from the
+// latest inputs.
+func (h *Hub) rebuild() {
 	ps := &h.plan
-	if ps.peers == nil {
+	ps.build.Lock()
+	defer ps.build.Unlock()
+	ps.mu.Lock()
+	peers, racks, round, old := ps.peers, ps.racks, ps.round, ps.version
+	ps.mu.Unlock()
+	if peers == nil {
 		return
 	}
-	grouped := slices.Clone(ps.peers)
-	plan.Group(grouped, ps.racks)
+	grouped := slices.Clone(peers)
+	plan.Group(grouped, racks)
 	p := plan.Build(grouped, plan.BuildOptions{
-		MaxTargets: h.cfg.Plan.MaxTargets, InGroup: h.cfg.Plan.InGroup, Round: ps.round,
+		MaxTargets: h.cfg.Plan.MaxTargets, InGroup: h.cfg.Plan.InGroup, Round: round,
 	})
-	version := make(map[string]string, len(ps.version))
+	version := make(map[string]string, len(old))
 	changed := 0
 	for _, a := range p.Agents() {
 		ap, _ := p.Agent(a.Name)
 		version[a.Name] = ap.Version
-		if ps.version[a.Name] != ap.Version {
+		if old[a.Name] != ap.Version {
 			changed++
 		}
 	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
 	ps.plans, ps.version = p, version
 	if changed > 0 || ps.changed == nil {
 		if ps.changed != nil {
@@ -85,16 +102,16 @@ func (h *Hub) rebuildLocked() {
 	h.met.planBuilds.Inc()
 }
 
-// refreshRacks rebuilds the plans when the racks the matrix inferred from
-// the agents' first hops differ from those the plans were built with.
-// The caller holds h.mu.
-func (h *Hub) refreshRacksLocked() {
-	racks := h.m.Racks()
-	if maps.Equal(racks, h.plan.racks) {
-		return
-	}
+// setRacks rebuilds the plans when the racks the matrix inferred from the
+// agents' first hops differ from those the plans were built with.
+func (h *Hub) setRacks(racks map[string]string) {
+	h.plan.mu.Lock()
+	same := maps.Equal(racks, h.plan.racks)
 	h.plan.racks = racks
-	h.rebuildLocked()
+	h.plan.mu.Unlock()
+	if !same {
+		h.rebuild()
+	}
 }
 
 // rotate advances the plan's round every period when the rotation has
@@ -108,12 +125,15 @@ func (h *Hub) rotate(ctx context.Context, period time.Duration) {
 			return
 		case <-t.C:
 		}
-		h.mu.Lock()
-		if p := h.plan.plans; p != nil && p.RotationRounds > 1 {
+		h.plan.mu.Lock()
+		p := h.plan.plans
+		if p != nil && p.RotationRounds > 1 {
 			h.plan.round = (p.Round + 1) % p.RotationRounds
-			h.rebuildLocked()
 		}
-		h.mu.Unlock()
+		h.plan.mu.Unlock()
+		if p != nil && p.RotationRounds > 1 {
+			h.rebuild()
+		}
 	}
 }
 
@@ -140,9 +160,9 @@ func (h *Hub) serveAgentPlan(w http.ResponseWriter, r *http.Request) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		h.mu.Lock()
+		h.plan.mu.Lock()
 		p, v, changed := h.plan.plans, h.plan.version[name], h.plan.changed
-		h.mu.Unlock()
+		h.plan.mu.Unlock()
 		if v != "" && v != have {
 			ap, _ := p.Agent(name)
 			writeJSON(w, r, ap)
@@ -168,9 +188,7 @@ func (h *Hub) serveAgentPlan(w http.ResponseWriter, r *http.Request) {
 // (at 10,000 nodes the whole answer is large), or with ?node= that node's
 // agents and who probes them.
 func (h *Hub) servePlan(w http.ResponseWriter, r *http.Request) {
-	h.mu.Lock()
-	p := h.plan.plans
-	h.mu.Unlock()
+	p := h.Plan()
 	view := api.PlanView{RotationRounds: 1, RotationSeconds: h.cfg.Plan.Rotation.D().Seconds(), Agents: []api.AgentPlan{}}
 	if p == nil {
 		writeJSON(w, r, view)
