@@ -31,7 +31,9 @@ type routeLookup func(src netip.Addr, dsts []netip.Addr) (gws []netip.Addr, dflt
 // every pass over the same routes says the same), else the default
 // route's gateway dflt, else invalid. In a routed leaf-spine a node's
 // routes to other racks all go via its ToR and to its rack-mates on-link
-// (no gateway); a pod's all go via its node.
+// (no gateway); a pod's all go via its node. A link-local gateway (IPv6
+// routes usually have one) names no router beyond its link: every ToR
+// may be fe80::1, so it says nothing.
 func firstHop(gws []netip.Addr, dflt netip.Addr) netip.Addr {
 	var best netip.Addr
 	bestN := 0
@@ -41,7 +43,7 @@ func firstHop(gws []netip.Addr, dflt netip.Addr) netip.Addr {
 		for j < len(sorted) && sorted[j] == sorted[i] {
 			j++
 		}
-		if sorted[i].IsValid() && j-i > bestN {
+		if named(sorted[i]) && j-i > bestN {
 			best, bestN = sorted[i], j-i
 		}
 		i = j
@@ -49,8 +51,14 @@ func firstHop(gws []netip.Addr, dflt netip.Addr) netip.Addr {
 	if best.IsValid() {
 		return best
 	}
-	return dflt
+	if named(dflt) {
+		return dflt
+	}
+	return netip.Addr{}
 }
+
+// named reports whether gw can name a first-hop router.
+func named(gw netip.Addr) bool { return gw.IsValid() && !gw.IsLinkLocalUnicast() }
 
 // firstHopTargets are the addresses whose routes say where the first hop
 // is: the node targets' when there are any (a VIP may be routed apart, a

@@ -36,6 +36,8 @@ func TestFirstHop(t *testing.T) {
 		{"no targets: the default route's", nil, "203.0.113.1", "203.0.113.1"},
 		{"nothing says", addrs(""), "", ""},
 		{"IPv6", addrs("2001:db8::1", "2001:db8::1", "2001:db8::2"), "", "2001:db8::1"},
+		{"link-local gateways name no router", addrs("fe80::1", "fe80::1", "2001:db8::2"), "fe80::1", "2001:db8::2"},
+		{"only link-local", addrs("fe80::1"), "fe80::1", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var dflt netip.Addr
