@@ -63,9 +63,16 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 	m.loc.exDone = false
 	th := &m.cfg.Thresholds
 
+	// A host's rack is the switch its traces show it hangs off, else its
+	// rack label or the rack its first hop names (hostRacks), else its
+	// group when GroupBy is a label.
+	racks := m.hostRacks(fresh)
 	rackOf := func(d int32) string {
 		if sw := r.switchOf(d); sw >= 0 {
 			return r.devName[sw]
+		}
+		if rk := racks[r.devName[d]]; rk != "" {
+			return rk
 		}
 		if a := m.agents[r.devName[d]]; a != nil && m.cfg.GroupBy != "node" {
 			return a.group
