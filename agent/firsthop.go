@@ -32,8 +32,8 @@ type routeLookup func(src netip.Addr, dsts []netip.Addr) (gws []netip.Addr, dflt
 // route's gateway dflt, else invalid. In a routed leaf-spine a node's
 // routes to other racks all go via its ToR and to its rack-mates on-link
 // (no gateway); a pod's all go via its node. A link-local gateway (IPv6
-// routes usually have one) names no router beyond its link: every ToR
-// may be fe80::1, so it says nothing.
+// routes usually have one; Calico gives every pod 169.254.1.1) names no
+// router beyond its link: every ToR may be fe80::1, so it says nothing.
 func firstHop(gws []netip.Addr, dflt netip.Addr) netip.Addr {
 	var best netip.Addr
 	bestN := 0

@@ -38,6 +38,7 @@ func TestFirstHop(t *testing.T) {
 		{"IPv6", addrs("2001:db8::1", "2001:db8::1", "2001:db8::2"), "", "2001:db8::1"},
 		{"link-local gateways name no router", addrs("fe80::1", "fe80::1", "2001:db8::2"), "fe80::1", "2001:db8::2"},
 		{"only link-local", addrs("fe80::1"), "fe80::1", ""},
+		{"IPv4 link-local (Calico's pod gateway)", addrs("169.254.1.1"), "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var dflt netip.Addr
