@@ -64,10 +64,16 @@ type Agent struct {
 	// lbSettle is the package's constant; tests shorten it.
 	lbSettle time.Duration
 
-	mu      sync.Mutex
-	targets map[string]*target
-	labels  map[string]string // its own, reported in observations
-	probeWG sync.WaitGroup
+	// routes looks up the routes that say the first hop (firsthop.go);
+	// hopKick asks for a lookup when the targets change.
+	routes  routeLookup
+	hopKick chan struct{}
+
+	mu       sync.Mutex
+	targets  map[string]*target
+	labels   map[string]string // its own, reported in observations
+	firstHop netip.Addr        // its first-hop router, invalid when unknown
+	probeWG  sync.WaitGroup
 }
 
 // New opens every socket the agent needs (probe sockets, the listener), so
@@ -82,6 +88,8 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 		labels:   maps.Clone(cfg.Labels),
 		now:      time.Now,
 		lbSettle: lbSettle,
+		routes:   firstHopRoutes,
+		hopKick:  make(chan struct{}, 1),
 	}
 	p := cfg.Probing
 	burst := max(1, int(p.MaxProbesPerSecond/10))
@@ -143,6 +151,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.paths != nil {
 		g.Go(func() error { return a.paths.run(gctx) })
 	}
+	g.Go(func() error { return a.runFirstHop(gctx) })
 	g.Go(a.serve)
 	g.Go(func() error {
 		<-gctx.Done()

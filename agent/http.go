@@ -55,6 +55,7 @@ func (a *Agent) Observations() api.Observations {
 	}
 	a.mu.Lock()
 	obs.Agent.Labels = a.labels
+	obs.Agent.FirstHop = addrString(a.firstHop)
 	ts := make([]*target, 0, len(a.targets))
 	for _, t := range a.targets {
 		ts = append(ts, t)

@@ -61,6 +61,12 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 	for _, t := range gone {
 		a.stopTarget(t)
 	}
+	added := 0
+	defer func() {
+		if len(gone) > 0 || added > 0 {
+			a.kickFirstHop() // other routes may say another first hop
+		}
+	}()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	names := make([]string, 0, len(want))
@@ -91,6 +97,7 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 			continue
 		}
 		a.targets[name] = t
+		added++
 	}
 	a.m.targets.Set(float64(len(a.targets)))
 	return errors.Join(errs...)

@@ -25,6 +25,11 @@ type Agent struct {
 	Address string            `json:"address"`
 	Labels  map[string]string `json:"labels,omitempty"`
 	Version string            `json:"version,omitempty"`
+	// FirstHop is the address of the agent's first-hop router: the
+	// gateway of its routes to its targets (in a routed leaf-spine, its
+	// ToR; for a pod, its node). Empty when unknown. The matrix groups
+	// a node without a rack label by it.
+	FirstHop string `json:"firstHop,omitempty"`
 }
 
 // Target is one probed peer and what every protocol measured towards it.

@@ -11,7 +11,10 @@
 // label (Snapshot) and localizes loss in stages (Localize): Pingmesh tier
 // scoring, 007 voting over traced flow paths, a NetBouncer-style estimator
 // over all flows, and rules for what is not the fabric (lb, host,
-// dataplane). docs/localization.md explains the stages and thresholds.
+// dataplane). A host's rack, which the tier stage, the host rule and
+// GroupBy rack need, is its rack label or else the rack its agent's first
+// hop names (Racks). docs/localization.md explains the stages and
+// thresholds.
 //
 // A Matrix is not safe for concurrent use; the process wiring serialises
 // Observe, Snapshot and Localize behind one mutex.

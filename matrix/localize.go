@@ -63,9 +63,20 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 	m.loc.exDone = false
 	th := &m.cfg.Thresholds
 
+	// A host's rack is the switch its traces show it hangs off, else its
+	// rack label or the rack its first hop names (hostRacks, read over
+	// every pair: only when some host does not trace), else its group
+	// when GroupBy is a label.
+	var racks map[string]string
 	rackOf := func(d int32) string {
 		if sw := r.switchOf(d); sw >= 0 {
 			return r.devName[sw]
+		}
+		if racks == nil {
+			racks = m.hostRacks(fresh)
+		}
+		if rk := racks[r.devName[d]]; rk != "" {
+			return rk
 		}
 		if a := m.agents[r.devName[d]]; a != nil && m.cfg.GroupBy != "node" {
 			return a.group

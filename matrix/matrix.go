@@ -35,8 +35,11 @@ type Matrix struct {
 type agentState struct {
 	name, class, address string
 	group, node          string // GroupBy value; the "node" label (pods)
-	seen, reported       time.Time
-	window               float64
+	// rack is its rack label; hopRack the rack its first hop firstHop
+	// names (racks.go), "" when it reported none.
+	rack, firstHop, hopRack string
+	seen, reported          time.Time
+	window                  float64
 
 	targets []targetRec
 	protos  []protoRec
@@ -51,7 +54,7 @@ type agentState struct {
 
 type targetRec struct {
 	name, address, class, path string
-	group, node                string
+	group, node, rack          string
 	blackhole                  bool
 	protoStart, protoEnd       int32
 	backendStart, backendEnd   int32
@@ -138,6 +141,11 @@ func (m *Matrix) Observe(now time.Time, obs api.Observations) error {
 	a.class, a.address = obs.Agent.Class, obs.Agent.Address
 	a.group = m.groupOf(a.name, obs.Agent.Labels)
 	a.node = obs.Agent.Labels["node"]
+	a.rack = obs.Agent.Labels[rackLabel]
+	if obs.Agent.FirstHop != a.firstHop {
+		// Resolved on change only: a first hop changes with the cabling.
+		a.firstHop, a.hopRack = obs.Agent.FirstHop, m.hopRack(obs.Agent.FirstHop)
+	}
 	a.seen, a.reported, a.window = now, obs.Time, obs.WindowSeconds
 	a.targets, a.protos, a.flows = a.targets[:0], a.protos[:0], a.flows[:0]
 	a.hops, a.backends = a.hops[:0], a.backends[:0]
@@ -152,6 +160,10 @@ func (m *Matrix) Observe(now time.Time, obs api.Observations) error {
 			blackhole:    t.EstablishedFlowBlackhole,
 			protoStart:   int32(len(a.protos)),
 			backendStart: int32(len(a.backends)),
+		}
+		tr.rack = tr.group // GroupBy rack: the label, looked up once
+		if m.cfg.GroupBy != rackLabel {
+			tr.rack = t.Labels[rackLabel]
 		}
 		if tr.name == "" {
 			tr.name = t.Address

@@ -61,8 +61,12 @@ const (
 func (m *Matrix) Snapshot(now time.Time) Snapshot {
 	fresh, stale := m.fresh(now)
 	s := Snapshot{Time: now, GroupBy: m.cfg.GroupBy, Agents: []AgentStatus{}, Groups: []Cell{}, Worst: []Cell{}}
+	var racks map[string]string
+	if m.cfg.GroupBy == rackLabel {
+		racks = m.hostRacks(fresh)
+	}
 	for _, a := range fresh {
-		s.Agents = append(s.Agents, AgentStatus{Name: a.name, Group: a.group, State: StateFresh, LastSeen: a.seen})
+		s.Agents = append(s.Agents, AgentStatus{Name: a.name, Group: m.agentGroup(a, racks), State: StateFresh, LastSeen: a.seen})
 	}
 	for _, a := range stale {
 		s.Agents = append(s.Agents, AgentStatus{Name: a.name, Group: a.group, State: StateStale, LastSeen: a.seen})
@@ -79,8 +83,8 @@ func (m *Matrix) Snapshot(now time.Time) Snapshot {
 	for _, a := range fresh {
 		for ti := range a.targets {
 			t := &a.targets[ti]
-			dstGroup := m.targetGroup(t)
-			srcGroup := cmp.Or(a.group, "unknown")
+			dstGroup := m.targetGroup(t, racks)
+			srcGroup := cmp.Or(m.agentGroup(a, racks), "unknown")
 			for pi := t.protoStart; pi < t.protoEnd; pi++ {
 				p := &a.protos[pi]
 				c := Cell{
@@ -140,15 +144,13 @@ func (m *Matrix) Snapshot(now time.Time) Snapshot {
 }
 
 // targetGroup prefers what the target's own agent says about its group
-// over the prober's view of the target.
-func (m *Matrix) targetGroup(t *targetRec) string {
+// over the prober's view of the target; with GroupBy rack and no label,
+// its rack from racks (hostRacks: inferred from first hops).
+func (m *Matrix) targetGroup(t *targetRec, racks map[string]string) string {
 	if a := m.agents[t.name]; a != nil && a.group != "" {
 		return a.group
 	}
-	if t.group != "" {
-		return t.group
-	}
-	return "unknown"
+	return cmp.Or(t.group, racks[t.name], "unknown")
 }
 
 func compareCells(x, y Cell) int {

@@ -38,7 +38,7 @@ func TestAgentConfigLoads(t *testing.T) {
 				return p.Interval.D() == config.DefaultInterval && p.Flows == config.DefaultFlows && p.Trace.BudgetPerMinute == config.DefaultTraceBudgetPerMinute
 			},
 			targets: []config.Target{{Name: "n21", Address: "192.0.2.21", Class: "node", Port: AgentPort,
-				Labels: map[string]string{"rack": "r2", "zone": "z2", "node": "n21"}, HTTP2: config.HTTP2H2C}},
+				Labels: map[string]string{"zone": "z2", "node": "n21"}, HTTP2: config.HTTP2H2C}},
 		},
 		{
 			name: "a pod with a schedule and the VIP",
@@ -53,7 +53,7 @@ func TestAgentConfigLoads(t *testing.T) {
 					len(p.Protocols) == 2 && p.Trace.BudgetPerMinute == 600
 			},
 			targets: []config.Target{
-				{Name: "n11", Address: "192.0.2.11", Class: "node", Port: AgentPort, Labels: map[string]string{"rack": "r1", "zone": "z1", "node": "n11"}, HTTP2: config.HTTP2H2C},
+				{Name: "n11", Address: "192.0.2.11", Class: "node", Port: AgentPort, Labels: map[string]string{"zone": "z1", "node": "n11"}, HTTP2: config.HTTP2H2C},
 				{Name: "vip", Address: "192.0.2.250", Class: "lb", Port: AgentPort, HTTP2: config.HTTP2H2C},
 			},
 		},
@@ -88,7 +88,7 @@ func TestAgentConfigIdentity(t *testing.T) {
 	if c.Name != "n21p1" || c.Class != config.ClassPod || c.Listen != "192.0.2.117:9808" || c.Log != "json" || len(c.Targets) != 0 {
 		t.Errorf("got %+v", c)
 	}
-	want := map[string]string{"rack": "r2", "zone": "z2", "node": "n21"}
+	want := map[string]string{"zone": "z2", "node": "n21"}
 	if !reflect.DeepEqual(c.Labels, want) {
 		t.Errorf("labels %v, want %v", c.Labels, want)
 	}

@@ -64,6 +64,22 @@ func TestScenarios(t *testing.T) {
 			t.Fatal("the matrix has no cells after two minutes")
 		}
 	})
+	// No agent carries a rack label (testbed.hostLabels): a node's rack
+	// is its first hop, which must be its ToR.
+	t.Run("first hops", func(t *testing.T) {
+		hops := r.Lab().Hops()
+		for _, h := range r.Lab().Nodes() {
+			a, _ := r.Agent(h.Name)
+			obs, err := a.Observations(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tor := "tor" + strings.TrimPrefix(h.Rack, "r"); hops[obs.Agent.FirstHop] != tor || obs.Agent.Labels["rack"] != "" {
+				t.Errorf("%s: first hop %q (%s), rack label %q; want %s's address and no label",
+					h.Name, obs.Agent.FirstHop, hops[obs.Agent.FirstHop], obs.Agent.Labels["rack"], tor)
+			}
+		}
+	})
 
 	var results []string
 	for _, sc := range append(scenarios(), seedScenarios(ctx, r)...) {

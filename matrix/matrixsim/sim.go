@@ -51,6 +51,14 @@ type Config struct {
 	// a rack-mate node shows that node only. The ToR still drops what
 	// ToRLoss says.
 	L2Racks bool
+	// NoRackLabels leaves the rack label off every node and pod, as on
+	// a cluster without one: the matrix then groups nodes by the first
+	// hop their agents report (every agent reports it: a node its ToR's
+	// host-facing address, a pod its node's CNI gateway).
+	NoRackLabels bool
+	// Untraced reports no traced path for any flow, as with tracing
+	// off: only the rules and the tier stage can localize.
+	Untraced bool
 	// FlowsPerTarget fixed source ports per target, each sent
 	// ProbesPerFlow tcp_syn probes in the window.
 	FlowsPerTarget, ProbesPerFlow int
@@ -126,7 +134,7 @@ func New(cfg Config) (*Fabric, error) {
 	for r := range cfg.Racks {
 		f.torAddr = append(f.torAddr, fmt.Sprintf("198.18.%d.1", r+1))
 		var labels map[string]string
-		if !cfg.Flat {
+		if !cfg.Flat && !cfg.NoRackLabels {
 			labels = map[string]string{"rack": fmt.Sprintf("rack%d", r+1)}
 		}
 		f.rackLabels = append(f.rackLabels, labels)
@@ -291,8 +299,9 @@ func (f *Fabric) Observations(ft Fault, seed uint64) []api.Observations {
 		ra, ia := src/cfg.NodesPerRack, src%cfg.NodesPerRack
 		obs := api.Observations{
 			SchemaVersion: api.SchemaVersion,
-			Agent:         api.Agent{Name: f.nodeName[src], Class: "node", Address: f.nodeAddr[src], Labels: f.rackLabels[ra]},
-			Time:          now, WindowSeconds: 60,
+			Agent: api.Agent{Name: f.nodeName[src], Class: "node", Address: f.nodeAddr[src], Labels: f.rackLabels[ra],
+				FirstHop: f.firstHop(src)},
+			Time: now, WindowSeconds: 60,
 		}
 		var targets []int
 		for i := range cfg.NodesPerRack {
@@ -325,6 +334,15 @@ func (f *Fabric) Observations(ft Fault, seed uint64) []api.Observations {
 	return out
 }
 
+// firstHop is the first hop node's agent reports: its ToR's host-facing
+// address, nothing on a flat fabric (every peer is on-link).
+func (f *Fabric) firstHop(node int) string {
+	if f.cfg.Flat {
+		return ""
+	}
+	return f.torAddr[node/f.cfg.NodesPerRack]
+}
+
 // podObservations is the report of node's pod.
 func (f *Fabric) podObservations(node int, ft Fault, faulty faults, rng *rand.Rand, now time.Time) api.Observations {
 	cfg := f.cfg
@@ -336,8 +354,9 @@ func (f *Fabric) podObservations(node int, ft Fault, faulty faults, rng *rand.Ra
 	}
 	obs := api.Observations{
 		SchemaVersion: api.SchemaVersion,
-		Agent:         api.Agent{Name: f.podName[node], Class: "pod", Address: f.podAddr[node], Labels: labels},
-		Time:          now, WindowSeconds: 60,
+		Agent: api.Agent{Name: f.podName[node], Class: "pod", Address: f.podAddr[node], Labels: labels,
+			FirstHop: f.podGW[node]},
+		Time: now, WindowSeconds: 60,
 	}
 	targets := []int{node}
 	var pods []int
@@ -521,6 +540,9 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 		fp := &api.FlowPath{Hops: hops, SuspectHop: -1}
 		if fwdHole >= 0 {
 			fp.SuspectHop = fwdHole
+		}
+		if cfg.Untraced {
+			fp = nil
 		}
 		tcp.Flows = append(tcp.Flows, api.Flow{SourcePort: uint16(sport), Stats: api.Stats{Sent: sent, Lost: lost, LossRatio: float64(lost) / float64(sent)}, Path: fp})
 		tcp.Sent += sent
