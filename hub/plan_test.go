@@ -203,3 +203,36 @@ func TestReportIdentity(t *testing.T) {
 		t.Errorf("%d cells, want the honest agent's 1", n)
 	}
 }
+
+// TestPlanInferredRacks: nodes with no rack label are grouped by the first
+// hop their agents report, and the plan hands each agent its rack.
+func TestPlanInferredRacks(t *testing.T) {
+	var ps []api.Peer
+	agents := map[string]string{}
+	for r := 1; r <= 2; r++ {
+		for n := 1; n <= 4; n++ {
+			node := fmt.Sprintf("n%d%d", r, n)
+			obs := report(node, "", nil, 0, 0)
+			obs.Agent.Labels = map[string]string{"node": node}
+			obs.Agent.FirstHop = fmt.Sprintf("192.0.2.%d", 100+r) // RFC 5737: nothing is dialled
+			agents[node] = agentServer(t, obs, 0, 200)
+			ps = append(ps, api.Peer{Name: node, Class: api.ClassNode, Address: fmt.Sprintf("192.0.2.%d", 10*r+n), Port: 9808,
+				Labels: map[string]string{"node": node}})
+		}
+	}
+	h := newTestHub(t, []string{agents["n11"]}, "rack")
+	h.SetPeers(ps, agents)
+	p := h.Plan()
+	if a, _ := p.Agent("n11"); a.Group != "" {
+		t.Fatalf("before any report: n11 in group %q, want none", a.Group)
+	}
+	h.Round(context.Background())
+	p = h.Plan()
+	for _, peer := range ps {
+		a, ok := p.Agent(peer.Name)
+		want := "192.0.2.10" + peer.Name[1:2]
+		if !ok || a.Group != want || a.Labels["rack"] != want {
+			t.Errorf("%s: group %q, rack label %q; want both %s, its first hop", peer.Name, a.Group, a.Labels["rack"], want)
+		}
+	}
+}
