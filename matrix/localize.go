@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/netprober/prober/api"
 )
 
 // localizer holds the scratch of Localize, reused across rounds.
@@ -216,12 +218,12 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 func (m *Matrix) podNodes(r *round) map[int32]string {
 	out := map[int32]string{}
 	for _, a := range r.agents {
-		if a.class == "pod" && a.node != "" {
+		if a.class == api.ClassPod && a.node != "" {
 			out[r.devID[a.name]] = a.node
 		}
 		for ti := range a.targets {
 			t := &a.targets[ti]
-			if t.class == "pod" && t.node != "" {
+			if t.class == api.ClassPod && t.node != "" {
 				if d, ok := r.devID[t.name]; ok {
 					out[d] = t.node
 				}

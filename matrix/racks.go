@@ -1,6 +1,10 @@
 package matrix
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/netprober/prober/api"
+)
 
 // rackLabel is the label that names a host's rack (Kubernetes discovery
 // copies it from the Node label that kubernetes.rackLabel names).
@@ -47,12 +51,12 @@ func (m *Matrix) hostRacks(agents []*agentState) map[string]string {
 		}
 	}
 	for _, a := range agents {
-		if a.class != "pod" && a.hopRack != "" && out[a.name] == "" {
+		if a.class != api.ClassPod && a.hopRack != "" && out[a.name] == "" {
 			out[a.name] = a.hopRack
 		}
 	}
 	for _, a := range agents {
-		if a.class == "pod" && out[a.name] == "" {
+		if a.class == api.ClassPod && out[a.name] == "" {
 			if rk := out[a.node]; rk != "" && a.node != a.name {
 				out[a.name] = rk
 			}
@@ -61,7 +65,7 @@ func (m *Matrix) hostRacks(agents []*agentState) map[string]string {
 	for _, a := range agents {
 		for ti := range a.targets {
 			t := &a.targets[ti]
-			if t.class == "pod" && out[t.name] == "" && t.node != t.name {
+			if t.class == api.ClassPod && out[t.name] == "" && t.node != t.name {
 				if rk := out[t.node]; rk != "" {
 					out[t.name] = rk
 				}

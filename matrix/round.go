@@ -3,6 +3,8 @@ package matrix
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/netprober/prober/api"
 )
 
 // round is one Localize pass's view of the fresh reports: devices, the
@@ -271,7 +273,7 @@ func (m *Matrix) addEndpoints(r *round) {
 	// or not: the pod's traffic leaves through it.
 	for _, a := range r.agents {
 		n := int32(-1)
-		if a.class == "pod" && a.node != "" && a.node != a.name {
+		if a.class == api.ClassPod && a.node != "" && a.node != a.name {
 			n = r.device(a.node, true)
 		}
 		r.agentNode = append(r.agentNode, n)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/netprober/prober/api"
 )
 
 // Rules for what is not the fabric. Each compares two sets of paths that
@@ -36,9 +38,17 @@ func (th *Thresholds) clearlyWorse(bad, good tally) (bool, float64) {
 	return true, conf
 }
 
-func isLBPath(t *targetRec) bool { return t.class == "lb" || strings.HasSuffix(t.path, "_to_lb") }
+func isLBPath(t *targetRec) bool {
+	return t.class == api.ClassLB || t.path == api.PathNodeToLB || t.path == api.PathPodToLB
+}
+
+// isPodPath: a path that starts or ends in a pod, to a pod or node.
 func isPodPath(t *targetRec) bool {
-	return strings.Contains(t.path, "pod") && !strings.HasSuffix(t.path, "_to_lb")
+	switch t.path {
+	case api.PathPodToNode, api.PathPodToPod, api.PathNodeToPod:
+		return true
+	}
+	return false
 }
 
 // lbRule blames a load balancer when its VIP paths lose while its
@@ -367,12 +377,12 @@ func dataplaneRule(r *round, th *Thresholds) []candidate {
 		switch {
 		case isLBPath(t):
 		case isPodPath(t):
-			if a.class == "pod" && a.node != "" {
+			if a.class == api.ClassPod && a.node != "" {
 				v := get(a.node)
 				v.pod.add(p)
 				v.pairs = append(v.pairs, int32(pi))
 			}
-			if t.class == "pod" && t.node != "" && t.node != a.node {
+			if t.class == api.ClassPod && t.node != "" && t.node != a.node {
 				v := get(t.node)
 				v.pod.add(p)
 				v.pairs = append(v.pairs, int32(pi))
