@@ -147,3 +147,13 @@ func (p *Process) stop() error {
 		return p.failure(fmt.Errorf("killed: still running %v after SIGTERM", p.grace))
 	}
 }
+
+// Usage is what a program holds and has spent, read from /proc: the
+// figures docs/performance.md gives for the agent.
+type Usage struct {
+	// RSS is VmRSS, the resident memory now; PeakRSS is VmHWM, its high
+	// water mark since the start. Bytes.
+	RSS, PeakRSS uint64
+	// CPU is utime + stime since the start.
+	CPU time.Duration
+}
