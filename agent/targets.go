@@ -157,6 +157,7 @@ func (a *Agent) stopTarget(t *target) {
 	}
 	a.stopHTTP2(t)
 	a.m.forget(t.Name)
+	a.paths.forget(t)
 	a.log.Debug("target removed", "peer", t.Name)
 }
 
