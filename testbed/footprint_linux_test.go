@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +17,12 @@ import (
 	"github.com/netprober/prober/testbed"
 )
 
-var footprint = flag.Duration("footprint", 0, "run TestAgentFootprint and measure the agent this long after its warm-up (docs/performance.md, issue 14)")
+var (
+	footprint    = flag.Duration("footprint", 0, "run TestAgentFootprint and measure the agent this long after its warm-up (docs/performance.md, issue 14)")
+	footprintEnv = flag.String("footprint.env", "", "comma-separated VAR=value pairs for the measured agent's environment, such as GOMAXPROCS=1")
+	// The rate only: the agent's cost per probe apart from its fixed cost.
+	footprintCap = flag.Float64("footprint.cap", 0, "probing.maxProbesPerSecond for both agents instead of deploy/'s")
+)
 
 // footprintTargets is what an agent probes in a 5,000-node plan
 // (plan.Plan: 125 racks of 40, docs/performance.md "Probe plan and
@@ -50,6 +56,9 @@ func TestAgentFootprint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if *footprintCap > 0 {
+		probing.MaxProbesPerSecond = *footprintCap
+	}
 
 	hosts := map[string]lab.Host{}
 	addrs := map[string][]netip.Addr{}
@@ -77,7 +86,11 @@ func TestAgentFootprint(t *testing.T) {
 		// Every added address answers, as its own peer would: listen on
 		// all of them, send from the node's own.
 		c.Listen, c.Source = fmt.Sprintf("0.0.0.0:%d", testbed.AgentPort), hosts[self].Addr.String()
-		a, err := testbed.StartAgent(ctx, f, testbed.AgentSpec{Prober: testbed.Prober{Path: bin}, Config: c, Dir: dir})
+		pr := testbed.Prober{Path: bin}
+		if self == "n11" && *footprintEnv != "" {
+			pr.Env = strings.Split(*footprintEnv, ",")
+		}
+		a, err := testbed.StartAgent(ctx, f, testbed.AgentSpec{Prober: pr, Config: c, Dir: dir})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +128,7 @@ func TestAgentFootprint(t *testing.T) {
 			t.Fatal(err)
 		}
 		maxRSS = max(maxRSS, u.RSS)
-		t.Logf("%3.0fs: RSS %.1f MiB, CPU %.2fs", time.Since(began).Seconds(), mib(u.RSS), (u.CPU - first.CPU).Seconds())
+		t.Logf("%3.0fs: RSS %.1f MiB (anon %.1f, file %.1f), CPU %.2fs", time.Since(began).Seconds(), mib(u.RSS), mib(u.Anon), mib(u.File), (u.CPU - first.CPU).Seconds())
 	}
 	last, err := measured.Usage()
 	if err != nil {
@@ -129,10 +142,10 @@ func TestAgentFootprint(t *testing.T) {
 	rate, lost, errs := footprintRate(t, obs)
 	cpu := last.CPU - first.CPU
 	millicores := 1000 * cpu.Seconds() / elapsed.Seconds()
-	t.Logf("agent at a 5,000-node plan: %d targets (%v, %d tcp_syn flows), %.0f probes/s (%d lost, %d local errors in the window): "+
-		"RSS %.1f MiB (max %.1f, VmHWM %.1f), CPU %.2f s in %.0f s = %.1f millicores (%.2f%% of a core)",
-		len(obs.Targets), probing.Protocols, probing.Flows, rate, lost, errs,
-		mib(last.RSS), mib(maxRSS), mib(last.PeakRSS), cpu.Seconds(), elapsed.Seconds(), millicores, millicores/10)
+	t.Logf("agent at a 5,000-node plan%s: %d targets (%v, %d tcp_syn flows), %.0f probes/s (%d lost, %d local errors in the window): "+
+		"RSS %.1f MiB (anon %.1f, file %.1f; max %.1f, VmHWM %.1f), CPU %.2f s in %.0f s = %.1f millicores (%.2f%% of a core)",
+		envNote(), len(obs.Targets), probing.Protocols, probing.Flows, rate, lost, errs,
+		mib(last.RSS), mib(last.Anon), mib(last.File), mib(maxRSS), mib(last.PeakRSS), cpu.Seconds(), elapsed.Seconds(), millicores, millicores/10)
 
 	if len(obs.Targets) != footprintTargets {
 		t.Errorf("observations have %d targets, want %d", len(obs.Targets), footprintTargets)
@@ -167,6 +180,14 @@ func footprintRate(t *testing.T, obs api.Observations) (rate float64, lost, errs
 		}
 	}
 	return float64(sent+errs) / obs.WindowSeconds, lost, errs
+}
+
+// envNote names -footprint.env in the result line.
+func envNote() string {
+	if *footprintEnv == "" {
+		return ""
+	}
+	return " (" + *footprintEnv + ")"
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }

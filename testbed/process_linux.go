@@ -97,23 +97,31 @@ func readUsage(pid int) (Usage, error) {
 	return u, nil
 }
 
-// parseStatus reads VmRSS and VmHWM from /proc/<pid>/status.
+// parseStatus reads VmRSS, VmHWM, RssAnon and RssFile from
+// /proc/<pid>/status.
 func parseStatus(status string) (Usage, error) {
 	var u Usage
 	for line := range strings.Lines(status) {
 		key, val, ok := strings.Cut(line, ":")
-		if !ok || (key != "VmRSS" && key != "VmHWM") {
+		var field *uint64
+		switch key {
+		case "VmRSS":
+			field = &u.RSS
+		case "VmHWM":
+			field = &u.PeakRSS
+		case "RssAnon":
+			field = &u.Anon
+		case "RssFile":
+			field = &u.File
+		}
+		if !ok || field == nil {
 			continue
 		}
 		kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(val), " kB"), 10, 64)
 		if err != nil {
 			return u, fmt.Errorf("%s: %w", key, err)
 		}
-		if key == "VmRSS" {
-			u.RSS = kb << 10
-		} else {
-			u.PeakRSS = kb << 10
-		}
+		*field = kb << 10
 	}
 	if u.RSS == 0 || u.PeakRSS == 0 {
 		return u, errors.New("no VmRSS or VmHWM (a kernel thread, or a zombie)")

@@ -108,13 +108,13 @@ func TestProcess(t *testing.T) {
 // come from, including a command name with spaces and parentheses.
 func TestParseUsage(t *testing.T) {
 	t.Parallel()
-	status := "Name:\tprober\nVmPeak:\t 1260000 kB\nVmHWM:\t   90112 kB\nVmRSS:\t   85600 kB\nThreads:\t9\n"
+	status := "Name:\tprober\nVmPeak:\t 1260000 kB\nVmHWM:\t   90112 kB\nVmRSS:\t   85600 kB\nRssAnon:\t   60000 kB\nRssFile:\t   25600 kB\nThreads:\t9\n"
 	u, err := parseStatus(status)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.RSS != 85600<<10 || u.PeakRSS != 90112<<10 {
-		t.Errorf("got RSS %d, peak %d; want %d, %d", u.RSS, u.PeakRSS, 85600<<10, 90112<<10)
+	if want := (Usage{RSS: 85600 << 10, PeakRSS: 90112 << 10, Anon: 60000 << 10, File: 25600 << 10}); u != want {
+		t.Errorf("got %+v, want %+v", u, want)
 	}
 	if _, err := parseStatus("Name:\tkworker/0:1\nThreads:\t1\n"); err == nil {
 		t.Error("status without VmRSS: no error")
@@ -141,7 +141,7 @@ func TestParseUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if self.RSS < 1<<20 || self.PeakRSS < self.RSS {
-		t.Errorf("this process: RSS %d, peak %d", self.RSS, self.PeakRSS)
+	if self.RSS < 1<<20 || self.PeakRSS < self.RSS || self.Anon == 0 || self.File == 0 || self.Anon+self.File > self.RSS {
+		t.Errorf("this process: %+v", self)
 	}
 }
