@@ -133,7 +133,7 @@ func NewTCPSYN(cfg TCPSYNConfig) (*TCPSYN, error) {
 	// Scan at most twice the wanted ports, so a busy range does not make
 	// the engine wander over the whole port space.
 	span := min(2*cfg.Ports, 65536-int(cfg.PortBase))
-	t := &TCPSYN{src: cfg.Source, base: cfg.PortBase, slots: make([]synSlot, span), log: cfg.Logger}
+	t := &TCPSYN{src: cfg.Source, base: cfg.PortBase, log: cfg.Logger}
 	t.encoders.New = func() any { return newSYNEncoder() }
 	sock, err := openTCPRaw(cfg.Source, cfg.PortBase, uint16(span))
 	if err != nil {
@@ -146,13 +146,19 @@ func NewTCPSYN(cfg TCPSYNConfig) (*TCPSYN, error) {
 			cfg.Logger.Debug("source port in use, skipped", "port", port, "err", err)
 			continue
 		}
-		t.slots[i].reserved = true
-		t.slots[i].ch = make(chan synAnswer, 1)
 		t.free = append(t.free, port)
 	}
 	if len(t.free) < cfg.Ports {
 		sock.close()
 		return nil, fmt.Errorf("tcp_syn: reserved only %d of %d source ports in %d..%d (others in use)", len(t.free), cfg.Ports, cfg.PortBase, int(cfg.PortBase)+span-1)
+	}
+	// Slots up to the last reserved port only, not the whole span
+	// scanned: with no port in use that is half of it (2,048 of 4,096
+	// slots at maxTargets 256 x 8 flows).
+	t.slots = make([]synSlot, int(t.free[len(t.free)-1]-cfg.PortBase)+1)
+	for _, port := range t.free {
+		s := &t.slots[port-cfg.PortBase]
+		s.reserved, s.ch = true, make(chan synAnswer, 1)
 	}
 	// Hand ports out from the low end first: deterministic flows.
 	for i, j := 0, len(t.free)-1; i < j; i, j = i+1, j-1 {
