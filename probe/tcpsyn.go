@@ -71,6 +71,10 @@ type synSlot struct {
 	seq      uint32
 	sentAt   time.Time
 	ch       chan synAnswer
+	// timer bounds the wait of the probe in flight: one per flow, reset
+	// for each probe, rather than one allocated per probe (200 a second
+	// at the deployed cap).
+	timer *time.Timer
 	// stale holds sequence numbers of this flow that may have left a
 	// half-open entry on lastDst:lastDport (see TCPSYN).
 	stale     [maxStale]uint32
@@ -259,12 +263,18 @@ func (t *TCPSYN) Probe(ctx context.Context, target Target, sport uint16, timeout
 		answer.outcome = LocalError
 		return Result{Outcome: LocalError, Reason: sendReason(err), Err: fmt.Errorf("tcp_syn send to %s: %w", target.Addr, err)}
 	}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	// Only the probe in flight touches the timer (s.active excludes a
+	// second one), and s.mu orders one probe's use before the next's.
+	if s.timer == nil {
+		s.timer = time.NewTimer(timeout)
+	} else {
+		s.timer.Reset(timeout)
+	}
+	defer s.timer.Stop()
 	select {
 	case answer = <-s.ch:
 		return Result{Outcome: answer.outcome, RTT: answer.at.Sub(sentAt)}
-	case <-timer.C:
+	case <-s.timer.C:
 		lost = true
 		return Result{Outcome: Lost}
 	case <-ctx.Done():
