@@ -81,13 +81,42 @@ type synSlot struct {
 	nStale    int
 	lastDst   netip.Addr
 	lastDport uint16
+	// staleAnswered: stale holds just the last probe's sequence number,
+	// whose SYN-ACK came back at answeredAt (see staleAnswerFor).
+	staleAnswered bool
+	answeredAt    time.Time
 }
 
 const maxStale = 4
 
+// staleAnswerFor is how long the sequence number of a probe answered by
+// a SYN-ACK stays stale. Only our kernel's RST to that SYN-ACK could have
+// left an entry, and if it was lost the target sends the SYN-ACK again 1 s
+// and 3 s later (RFC 6298's initial 1 s timeout, doubled), each met by
+// another RST: after both, an entry remains only if every one of those
+// packets or RSTs was lost. A flow probed less often than this (every
+// 8 s under the deployed rate cap at a 5,000-node plan) then sends its SYN
+// alone, not a RST before it: half the flow's packets (issue 14). Lost
+// probes keep their numbers stale as long as before.
+const staleAnswerFor = 4 * time.Second
+
+// staleRSTs returns the sequence numbers a probe to dst:dport at now
+// sends a RST for before its SYN.
+func (s *synSlot) staleRSTs(dst netip.Addr, dport uint16, now time.Time) ([maxStale]uint32, int) {
+	if s.lastDst != dst || s.lastDport != dport {
+		s.nStale = 0 // a new target: nothing of ours is half-open there
+	} else if s.staleAnswered && now.Sub(s.answeredAt) >= staleAnswerFor {
+		s.nStale = 0
+	}
+	var stale [maxStale]uint32
+	n := copy(stale[:], s.stale[:s.nStale])
+	return stale, n
+}
+
 // settle updates the flow's possibly-stale sequence numbers after a probe
 // with sequence number seq ended with a.
 func (s *synSlot) settle(seq uint32, a synAnswer, lost bool) {
+	s.staleAnswered = false
 	switch {
 	case lost: // the SYN may have arrived and its SYN-ACK been lost
 		if s.nStale == maxStale {
@@ -102,6 +131,7 @@ func (s *synSlot) settle(seq uint32, a synAnswer, lost bool) {
 		s.stale[0], s.nStale = a.staleAck-1, 1
 	default: // a SYN-ACK: only our kernel's RST to it may have been lost
 		s.stale[0], s.nStale = seq, 1
+		s.staleAnswered, s.answeredAt = true, a.at
 	}
 }
 
@@ -220,11 +250,7 @@ func (t *TCPSYN) Probe(ctx context.Context, target Target, sport uint16, timeout
 	case <-s.ch:
 	default:
 	}
-	if s.lastDst != target.Addr || s.lastDport != target.Port {
-		s.nStale = 0 // a new target: nothing of ours is half-open there
-	}
-	var stale [maxStale]uint32
-	nStale := copy(stale[:], s.stale[:s.nStale])
+	stale, nStale := s.staleRSTs(target.Addr, target.Port, time.Now())
 	s.active, s.dst, s.dport, s.seq = true, target.Addr, target.Port, rand.Uint32()
 	s.lastDst, s.lastDport = target.Addr, target.Port
 	seq := s.seq
