@@ -85,7 +85,7 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 		lbSettle: lbSettle,
 	}
 	p := cfg.Probing
-	burst := max(1, int(p.MaxProbesPerSecond/10))
+	burst := max(1, int(p.MaxProbesPerSecond/5)) // two of the scheduler's bursts (schedule.go)
 	a.limiter = rate.NewLimiter(rate.Limit(p.MaxProbesPerSecond), burst)
 	a.sem = make(chan struct{}, max(16, int(p.MaxProbesPerSecond*p.Timeout.D().Seconds())+1))
 	a.sched = newScheduler(a)

@@ -29,8 +29,8 @@ import (
 type scheduler struct {
 	a        *Agent
 	interval time.Duration
-	// slack is how early a probe may start to join a burst: a twentieth
-	// of the interval, at most 50ms.
+	// slack is how early a probe may start to join a burst: a tenth of
+	// the interval, at most 100ms.
 	slack time.Duration
 	// start starts a dispatched probe, with s.mu held: Agent.probe on a
 	// goroutine of its own; tests record it instead.
@@ -54,11 +54,11 @@ type flowTask struct {
 }
 
 // maxSlack bounds how early a probe may start to join a burst.
-const maxSlack = 50 * time.Millisecond
+const maxSlack = 100 * time.Millisecond
 
 func newScheduler(a *Agent) *scheduler {
 	interval := a.cfg.Probing.Interval.D()
-	return &scheduler{a: a, interval: interval, slack: min(maxSlack, interval/20), start: func(ft *flowTask) { go a.probe(ft) }, wake: make(chan struct{}, 1)}
+	return &scheduler{a: a, interval: interval, slack: min(maxSlack, interval/10), start: func(ft *flowTask) { go a.probe(ft) }, wake: make(chan struct{}, 1)}
 }
 
 // add schedules t's flows, the first probe of each at a random offset
