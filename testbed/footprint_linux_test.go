@@ -20,8 +20,9 @@ import (
 var (
 	footprint    = flag.Duration("footprint", 0, "run TestAgentFootprint and measure the agent this long after its warm-up (docs/performance.md, issue 14)")
 	footprintEnv = flag.String("footprint.env", "", "comma-separated VAR=value pairs for the measured agent's environment, such as GOMAXPROCS=1")
-	// The rate only: the agent's cost per probe apart from its fixed cost.
-	footprintCap = flag.Float64("footprint.cap", 0, "probing.maxProbesPerSecond for both agents instead of deploy/'s")
+	// Another rate tells the agent's cost per probe from its fixed cost.
+	footprintCap    = flag.Float64("footprint.cap", 0, "probing.maxProbesPerSecond for both agents instead of deploy/'s")
+	footprintProber = flag.String("footprint.prober", "", "a prober binary to run instead of a build of this checkout (an earlier commit's, for before and after)")
 )
 
 // footprintTargets is what an agent probes in a 5,000-node plan
@@ -51,7 +52,10 @@ func TestAgentFootprint(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), warmup+*footprint+2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	bin := buildStatic(t, dir, "./cmd/prober")["prober"]
+	bin := *footprintProber
+	if bin == "" {
+		bin = buildStatic(t, dir, "./cmd/prober")["prober"]
+	}
 	probing, err := testbed.DeployProbing(peerstest.RepoFile(t, "deploy/daemonset.yaml"))
 	if err != nil {
 		t.Fatal(err)
