@@ -57,11 +57,10 @@ func (t *target) synOutcomes(since time.Time) outcomeCounts {
 	if !ok {
 		return c
 	}
-	after := since.UnixNano()
 	for _, w := range ps.flows {
 		for i := 0; i < w.count; i++ {
 			s := w.ring[(w.next-1-i+len(w.ring))%len(w.ring)]
-			if s.at <= after {
+			if !s.at.After(since) {
 				break
 			}
 			switch s.outcome {
