@@ -282,10 +282,6 @@ func (l *listers) snapshot() []Peer {
 			out = append(out, p)
 		}
 	}
-	if l.services == nil {
-		sortPeers(out)
-		return out
-	}
 	// Backends: the node and pod peers by address (a node's InternalIP,
 	// an agent pod's IP), named as agents name their targets.
 	byAddr := make(map[netip.Addr]string, len(out))
@@ -333,9 +329,6 @@ func (l *listers) snapshot() []Peer {
 // lb peers: the kubernetes Service and the opted-in ones. Their
 // EndpointSlices are the only ones watched.
 func (l *listers) probedServices() []string {
-	if l.services == nil {
-		return nil
-	}
 	services, _ := l.services.List(labels.Everything())
 	var out []string
 	for _, s := range services {
