@@ -109,22 +109,32 @@ func (p *Plans) ProbedBy(name string) []string {
 }
 
 // version hashes everything an agent acts on: equal plans, equal
-// versions, across processes and replicas.
+// versions, across processes and replicas. Hand-rolled rather than a hash
+// of the JSON, which would encode every plan of the cluster at each
+// rebuild; TestVersionCoversEveryField keeps it complete.
 func version(a api.AgentPlan) string {
 	h := fnv.New64a()
 	var n [8]byte
-	str := func(s string) {
-		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+	num := func(v uint64) {
+		binary.LittleEndian.PutUint64(n[:], v)
 		h.Write(n[:])
+	}
+	str := func(s string) {
+		num(uint64(len(s)))
 		h.Write([]byte(s))
 	}
 	labels := func(m map[string]string) {
-		keys := slices.Sorted(maps.Keys(m))
-		str(string(rune(len(keys))))
-		for _, k := range keys {
+		num(uint64(len(m)))
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			str(k)
 			str(m[k])
 		}
+	}
+	bit := func(b bool) uint64 {
+		if b {
+			return 1
+		}
+		return 0
 	}
 	str(a.Name)
 	str(a.Class)
@@ -136,29 +146,21 @@ func version(a api.AgentPlan) string {
 		str(t.Name)
 		str(t.Class)
 		str(t.Address)
-		binary.LittleEndian.PutUint16(n[:2], t.Port)
-		h.Write(n[:2])
+		num(uint64(t.Port))
 		str(t.Group)
 		str(t.Node)
 		labels(t.Labels)
-		str(string(rune(len(t.Backends))))
+		num(uint64(len(t.Backends)))
 		for _, b := range t.Backends {
 			str(b)
 		}
-		if t.HTTP2 != nil {
-			str(t.HTTP2.Mode)
-			str(t.HTTP2.ServerName)
-			str(fmtBool(t.HTTP2.APIServer) + fmtBool(t.HTTP2.InsecureSkipVerify))
-		} else {
-			str("-")
+		if t.HTTP2 == nil {
+			num(0)
+			continue
 		}
+		num(1 + bit(t.HTTP2.APIServer) + 2*bit(t.HTTP2.InsecureSkipVerify))
+		str(t.HTTP2.Mode)
+		str(t.HTTP2.ServerName)
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-func fmtBool(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }

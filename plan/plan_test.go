@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -123,4 +124,59 @@ func TestAgentPlan(t *testing.T) {
 			t.Errorf("ProbedBy(n1) = %v disagrees with %s's targets %v", by, a.Name, names(x.Targets))
 		}
 	}
+}
+
+// TestVersionCoversEveryField: changing any field an agent receives, in
+// the agent's own entry, a target or its HTTP/2 settings, changes the
+// version; a field added to api.Peer without a line in version fails here.
+func TestVersionCoversEveryField(t *testing.T) {
+	t.Parallel()
+	base := func() api.AgentPlan {
+		return api.AgentPlan{Name: "n1", Class: api.ClassNode, Address: "192.0.2.1", Group: "g", Node: "n1",
+			Labels: map[string]string{"rack": "r1"},
+			Targets: []Peer{{Name: "vip", Class: api.ClassLB, Address: "192.0.2.9", Port: 443, Group: "g", Node: "n2",
+				Labels: map[string]string{"rack": "r2"}, Backends: []string{"n2"},
+				HTTP2: &api.PeerHTTP2{Mode: api.HTTP2TLS, ServerName: "s", APIServer: true, InsecureSkipVerify: false}}}}
+	}
+	want := version(base())
+	// change sets field i of the struct v points to to a different value.
+	change := func(v reflect.Value, i int) {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(f.String() + "x")
+		case reflect.Uint16:
+			f.SetUint(f.Uint() + 1)
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
+		case reflect.Map:
+			f.Set(reflect.ValueOf(map[string]string{"rack": "other"}))
+		case reflect.Slice:
+			if f.Type() == reflect.TypeOf([]string(nil)) {
+				f.Set(reflect.ValueOf([]string{"other"}))
+				return
+			}
+			f.Set(reflect.Zero(f.Type())) // Targets: none
+		case reflect.Pointer:
+			f.Set(reflect.Zero(f.Type())) // HTTP2: the class default
+		default:
+			t.Fatalf("field %s of kind %s: teach this test to change it", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	check := func(what string, pick func(*api.AgentPlan) reflect.Value) {
+		typ := pick(&api.AgentPlan{Targets: []Peer{{HTTP2: &api.PeerHTTP2{}}}}).Type()
+		for i := range typ.NumField() {
+			if typ.Field(i).Name == "Version" {
+				continue
+			}
+			a := base()
+			change(pick(&a), i)
+			if version(a) == want {
+				t.Errorf("%s.%s changed, the version did not", what, typ.Field(i).Name)
+			}
+		}
+	}
+	check("AgentPlan", func(a *api.AgentPlan) reflect.Value { return reflect.ValueOf(a).Elem() })
+	check("Peer", func(a *api.AgentPlan) reflect.Value { return reflect.ValueOf(&a.Targets[0]).Elem() })
+	check("PeerHTTP2", func(a *api.AgentPlan) reflect.Value { return reflect.ValueOf(a.Targets[0].HTTP2).Elem() })
 }
