@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/netprober/prober/api"
-	"github.com/netprober/prober/config"
 )
 
 // PlanSource is where an agent follows its probe plan: the matrix, which
@@ -156,7 +155,7 @@ func TargetsFromPlan(ps []api.Peer, apiServerCA string) ([]Target, []error) {
 		case p.Name == "":
 			bad = append(bad, fmt.Errorf("target at %s has no name", p.Address))
 			continue
-		case p.Class != config.ClassNode && p.Class != config.ClassPod && p.Class != config.ClassLB:
+		case p.Class != api.ClassNode && p.Class != api.ClassPod && p.Class != api.ClassLB:
 			bad = append(bad, fmt.Errorf("%s: class %q", p.Name, p.Class))
 			continue
 		case p.Port == 0:

@@ -57,6 +57,15 @@ const (
 	HTTP2None = "none"
 )
 
+// PlanRotation says where the plan is in its rotation: it covers every
+// pair of groups over RotationRounds rounds of RotationSeconds each;
+// Round is the current one.
+type PlanRotation struct {
+	Round           int     `json:"round"`
+	RotationRounds  int     `json:"rotationRounds"`
+	RotationSeconds float64 `json:"rotationSeconds"`
+}
+
 // AgentPlan is what one agent probes: served to the agent on
 // AgentPlanPath, and one entry of PlanView.
 type AgentPlan struct {
@@ -75,12 +84,8 @@ type AgentPlan struct {
 
 // PlanView is the answer of PlanPath.
 type PlanView struct {
-	// Round and RotationRounds: the plan covers every pair of groups
-	// over RotationRounds rounds of RotationSeconds each.
-	Round           int         `json:"round"`
-	RotationRounds  int         `json:"rotationRounds"`
-	RotationSeconds float64     `json:"rotationSeconds"`
-	Agents          []AgentPlan `json:"agents"`
+	PlanRotation
+	Agents []AgentPlan `json:"agents"`
 	// ProbedBy is, with ?node=, for each of that node's agents, the agents
 	// that probe it.
 	ProbedBy map[string][]string `json:"probedBy,omitempty"`

@@ -127,11 +127,12 @@ func (h *Hub) rotate(ctx context.Context, period time.Duration) {
 		}
 		h.plan.mu.Lock()
 		p := h.plan.plans
-		if p != nil && p.RotationRounds > 1 {
+		rotating := p != nil && p.RotationRounds > 1
+		if rotating {
 			h.plan.round = (p.Round + 1) % p.RotationRounds
 		}
 		h.plan.mu.Unlock()
-		if p != nil && p.RotationRounds > 1 {
+		if rotating {
 			h.rebuild()
 		}
 	}
@@ -189,7 +190,8 @@ func (h *Hub) serveAgentPlan(w http.ResponseWriter, r *http.Request) {
 // agents and who probes them.
 func (h *Hub) servePlan(w http.ResponseWriter, r *http.Request) {
 	p := h.Plan()
-	view := api.PlanView{RotationRounds: 1, RotationSeconds: h.cfg.Plan.Rotation.D().Seconds(), Agents: []api.AgentPlan{}}
+	view := api.PlanView{Agents: []api.AgentPlan{},
+		PlanRotation: api.PlanRotation{RotationRounds: 1, RotationSeconds: h.cfg.Plan.Rotation.D().Seconds()}}
 	if p == nil {
 		writeJSON(w, r, view)
 		return
@@ -209,13 +211,9 @@ func (h *Hub) servePlan(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, r, view)
 		return
 	}
-	// Stream: the header, then one agent at a time.
+	// Stream: the rotation's fields, then one agent at a time.
 	w.Header().Set("Content-Type", "application/json")
-	head, _ := json.Marshal(struct {
-		Round           int     `json:"round"`
-		RotationRounds  int     `json:"rotationRounds"`
-		RotationSeconds float64 `json:"rotationSeconds"`
-	}{view.Round, view.RotationRounds, view.RotationSeconds})
+	head, _ := json.Marshal(view.PlanRotation)
 	w.Write(head[:len(head)-1])
 	w.Write([]byte(`,"agents":[`))
 	enc := json.NewEncoder(w)
