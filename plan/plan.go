@@ -34,16 +34,10 @@ func Group(peers []Peer, racks map[string]string) {
 			continue
 		}
 		byNode[p.Name] = i
-		rack := p.Labels[LabelRack]
-		if rack == "" && racks[p.Name] != "" {
-			rack = racks[p.Name]
-			p.Labels = maps.Clone(p.Labels)
-			if p.Labels == nil {
-				p.Labels = map[string]string{}
-			}
-			p.Labels[LabelRack] = rack
+		if p.Labels[LabelRack] == "" {
+			setRack(p, racks[p.Name])
 		}
-		p.Group = cmp.Or(rack, p.Labels[LabelZone])
+		p.Group = cmp.Or(p.Labels[LabelRack], p.Labels[LabelZone])
 	}
 	for i := range peers {
 		p := &peers[i]
@@ -57,16 +51,23 @@ func Group(peers []Peer, racks map[string]string) {
 			p.Group = cmp.Or(p.Labels[LabelRack], p.Labels[LabelZone])
 			continue
 		}
-		np := peers[n]
-		if r := np.Labels[LabelRack]; r != "" && p.Labels[LabelRack] != r {
-			p.Labels = maps.Clone(p.Labels)
-			if p.Labels == nil {
-				p.Labels = map[string]string{}
-			}
-			p.Labels[LabelRack] = r
-		}
-		p.Group = np.Group
+		setRack(p, peers[n].Labels[LabelRack])
+		p.Group = peers[n].Group
 	}
+}
+
+// setRack writes rack as p's rack label, on a copy of its labels (they
+// may be shared with discovery's snapshot); "" or the same rack changes
+// nothing.
+func setRack(p *Peer, rack string) {
+	if rack == "" || p.Labels[LabelRack] == rack {
+		return
+	}
+	p.Labels = maps.Clone(p.Labels)
+	if p.Labels == nil {
+		p.Labels = map[string]string{}
+	}
+	p.Labels[LabelRack] = rack
 }
 
 // Agent returns the named agent's plan, with a version that changes
