@@ -17,6 +17,8 @@ import (
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/netprober/prober/config"
 )
 
 // Config says what to discover.
@@ -45,6 +47,24 @@ type Config struct {
 	// Settle is how long a change waits for more before a snapshot is
 	// built, so 100 Nodes joining give one snapshot, not 100. Default 1s.
 	Settle time.Duration
+}
+
+// MatrixConfig is the matrix's discovery from its kubernetes block: the
+// agents, every LB they probe, the API server's VIPs pinged over TLS by
+// node agents, and a 500 ms settle, so a pod that terminates leaves
+// every plan within 2 s (half a second to coalesce, the rest to rebuild
+// and answer the agents' polls).
+func MatrixConfig(k *config.Kubernetes) Config {
+	return Config{
+		Namespace:         k.Namespace,
+		NodeAgentSelector: k.NodeAgentSelector,
+		PodAgentSelector:  k.PodAgentSelector,
+		RackLabel:         k.RackLabel,
+		AgentPort:         uint16(k.AgentPort),
+		APIServerLB:       k.APIServerLBAddr(),
+		APIServerHTTP2:    true,
+		Settle:            500 * time.Millisecond,
+	}
 }
 
 // DefaultSettle is Config.Settle's default.

@@ -121,11 +121,7 @@ func startMatrix(t *testing.T, s *peerstest.Server, name string) *runningMatrix 
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := peers.New(client, peers.Config{
-		Namespace: k.Namespace, NodeAgentSelector: k.NodeAgentSelector, PodAgentSelector: k.PodAgentSelector,
-		RackLabel: k.RackLabel, AgentPort: uint16(k.AgentPort), APIServerLB: k.APIServerLBAddr(),
-		APIServerHTTP2: true, Settle: 500 * time.Millisecond,
-	}, log)
+	d, err := peers.New(client, peers.MatrixConfig(k), log)
 	if err != nil {
 		t.Fatal(err)
 	}

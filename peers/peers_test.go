@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/netprober/prober/config"
 )
 
 // Addresses are RFC 5737: nothing here is dialled.
@@ -512,5 +514,22 @@ func TestPlan(t *testing.T) {
 	}
 	if plan[0].HTTP2 != nil {
 		t.Errorf("a node's http2: %+v, want the class default (nil)", plan[0].HTTP2)
+	}
+}
+
+// TestMatrixConfig: the matrix's discovery from its config's defaults is
+// valid, pings the API server's VIPs over TLS and settles in half a
+// second (a terminating pod leaves every plan within 2 s).
+func TestMatrixConfig(t *testing.T) {
+	t.Parallel()
+	k := &config.Kubernetes{RackLabel: "example.com/rack", APIServerLB: "203.0.113.10:6443"}
+	k.SetDefaults()
+	c := MatrixConfig(k)
+	if _, err := New(fake.NewClientset(), c, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("the defaults: %v", err)
+	}
+	if !c.APIServerHTTP2 || c.Settle != 500*time.Millisecond || c.RackLabel != k.RackLabel ||
+		c.APIServerLB.String() != k.APIServerLB || int(c.AgentPort) != k.AgentPort || c.Namespace != k.Namespace {
+		t.Errorf("MatrixConfig(%+v) = %+v", k, c)
 	}
 }

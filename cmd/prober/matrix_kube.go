@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -27,18 +26,7 @@ func newMatrixDiscovery(cfg *config.Matrix, log *slog.Logger) (*peers.Discovery,
 	if err != nil {
 		return nil, err
 	}
-	return peers.New(client, peers.Config{
-		Namespace:         k.Namespace,
-		NodeAgentSelector: k.NodeAgentSelector,
-		PodAgentSelector:  k.PodAgentSelector,
-		RackLabel:         k.RackLabel,
-		AgentPort:         uint16(k.AgentPort),
-		APIServerLB:       k.APIServerLBAddr(),
-		APIServerHTTP2:    true,
-		// A pod that terminates leaves every plan within 2 s: half a
-		// second to coalesce, the rest to rebuild and answer the polls.
-		Settle: 500 * time.Millisecond,
-	}, log)
+	return peers.New(client, peers.MatrixConfig(k), log)
 }
 
 // runMatrixWithDiscovery runs the hub; with discovery, each snapshot
