@@ -84,20 +84,39 @@ func TestRunFollowsEndpoints(t *testing.T) {
 		}
 	})
 	var last []Peer
-	await := func(step string, ok func([]Peer) bool) {
+	// awaitAfter applies write and waits for a snapshot satisfying ok.
+	// The fake clientset's watches do not resume from a list's
+	// resourceVersion, so a write landing between a replaced
+	// informer's list and its watch is lost; write is repeated every
+	// 2 s, which a real API server would never need.
+	awaitAfter := func(step string, write func() error, ok func([]Peer) bool) {
 		t.Helper()
-		deadline := time.After(10 * time.Second)
+		apply := func() {
+			if write == nil {
+				return
+			}
+			if err := write(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		apply()
+		deadline := time.After(20 * time.Second)
+		again := time.NewTicker(2 * time.Second)
+		defer again.Stop()
 		for {
 			select {
 			case last = <-snaps:
 				if ok(last) {
 					return
 				}
+			case <-again.C:
+				apply()
 			case <-deadline:
-				t.Fatalf("%s: not within 10s; last snapshot %v", step, last)
+				t.Fatalf("%s: not within 20s; last snapshot %v", step, last)
 			}
 		}
 	}
+	await := func(step string, ok func([]Peer) bool) { t.Helper(); awaitAfter(step, nil, ok) }
 	backendsAre := func(name string, want ...string) func([]Peer) bool {
 		return func(ps []Peer) bool {
 			p, ok := lbPeer(ps, name)
@@ -131,11 +150,11 @@ func TestRunFollowsEndpoints(t *testing.T) {
 
 	// A backend turning NotReady leaves the list; the peer stays.
 	eslices := client.DiscoveryV1().EndpointSlices("web")
-	if _, err := eslices.Update(ctx, slice("web", "app", "app-1", ep("198.51.100.11", "n", "n", ""), ep("192.0.2.2", "y", "y", "")),
-		metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	await("backend not ready", backendsAre("web/app", "n2"))
+	awaitAfter("backend not ready", func() error {
+		_, err := eslices.Update(ctx, slice("web", "app", "app-1", ep("198.51.100.11", "n", "n", ""), ep("192.0.2.2", "y", "y", "")),
+			metav1.UpdateOptions{})
+		return err
+	}, backendsAre("web/app", "n2"))
 
 	// A Service of the same name in another namespace matches the
 	// selector, but its endpoints are not web/app's: no new snapshot.
