@@ -58,6 +58,7 @@ type Agent struct {
 	paths   *paths // nil when tracing is off (paths.go)
 	limiter *rate.Limiter
 	sem     chan struct{} // bounds probes in flight
+	sched   *scheduler
 	ln      net.Listener
 	srv     *http.Server
 	now     func() time.Time
@@ -92,9 +93,10 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 		hopKick:  make(chan struct{}, 1),
 	}
 	p := cfg.Probing
-	burst := max(1, int(p.MaxProbesPerSecond/10))
+	burst := max(1, int(p.MaxProbesPerSecond/5)) // two of the scheduler's bursts (schedule.go)
 	a.limiter = rate.NewLimiter(rate.Limit(p.MaxProbesPerSecond), burst)
 	a.sem = make(chan struct{}, max(16, int(p.MaxProbesPerSecond*p.Timeout.D().Seconds())+1))
+	a.sched = newScheduler(a)
 	a.m = newMetrics(a.reg, cfg.PerTarget(), Version, Revision, GoVersion())
 	a.http2 = newHTTP2Metrics(a.reg, cfg.PerTarget(), a)
 	defer func() {
@@ -152,6 +154,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		g.Go(func() error { return a.paths.run(gctx) })
 	}
 	g.Go(func() error { return a.runFirstHop(gctx) })
+	g.Go(func() error { return a.sched.run(gctx) })
 	g.Go(a.serve)
 	g.Go(func() error {
 		<-gctx.Done()

@@ -57,10 +57,11 @@ func (t *target) synOutcomes(since time.Time) outcomeCounts {
 	if !ok {
 		return c
 	}
+	after := since.UnixNano()
 	for _, w := range ps.flows {
 		for i := 0; i < w.count; i++ {
 			s := w.ring[(w.next-1-i+len(w.ring))%len(w.ring)]
-			if !s.at.After(since) {
+			if s.at <= after {
 				break
 			}
 			switch s.outcome {

@@ -61,3 +61,40 @@ func flowsOf(obs api.Observations) []api.Flow {
 	}
 	return obs.Targets[0].Protocols[0].Flows
 }
+
+// TestKeepFirst: tick keeps only as many traces as it has tokens, the
+// first in trace order (loss, new, then periodic by age), whatever order
+// the flows come in.
+func TestKeepFirst(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1000, 0)
+	job := func(name, reason string, ageSec int) traceJob {
+		return traceJob{key: flowKey{target: name}, reason: reason, age: t0.Add(time.Duration(ageSec) * time.Second)}
+	}
+	in := []traceJob{
+		job("p30", tracePeriodic, 30), job("n1", traceNew, 0), job("p10", tracePeriodic, 10),
+		job("l1", traceLoss, 0), job("p20", tracePeriodic, 20), job("n2", traceNew, 0), job("l2", traceLoss, 0),
+	}
+	cases := []struct {
+		n    int
+		want string
+	}{
+		{1, "l1"},
+		{3, "l1 l2 n1"},
+		{5, "l1 l2 n1 n2 p10"},
+		{10, "l1 l2 n1 n2 p10 p20 p30"},
+	}
+	for _, tc := range cases {
+		var jobs []traceJob
+		for _, j := range in {
+			jobs = keepFirst(jobs, j, tc.n)
+		}
+		var got []string
+		for _, j := range jobs {
+			got = append(got, j.key.target)
+		}
+		if g := strings.Join(got, " "); g != tc.want {
+			t.Errorf("n=%d: kept %q, want %q", tc.n, g, tc.want)
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -19,11 +18,18 @@ import (
 type target struct {
 	Target
 	path   string
+	ctx    context.Context // its probes'; cancel ends them
 	cancel context.CancelFunc
-	done   chan struct{}
 	ports  []uint16  // tcp_syn source ports, one per flow
 	h2     *h2Target // nil unless pinged over HTTP/2
 	added  time.Time
+
+	// tasks are its flows in the schedule; stopped, once set, keeps them
+	// out of it (both guarded by the scheduler's mutex). inflight counts
+	// its probes in flight.
+	tasks    []*flowTask
+	stopped  bool
+	inflight sync.WaitGroup
 
 	mu     sync.Mutex
 	protos map[probe.Protocol]*protoState
@@ -105,7 +111,7 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 
 func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 	p := a.cfg.Probing
-	t := &target{Target: tg, path: api.PathClass(a.cfg.Class, tg.Class), added: a.now(), done: make(chan struct{}), protos: map[probe.Protocol]*protoState{}}
+	t := &target{Target: tg, path: api.PathClass(a.cfg.Class, tg.Class), added: a.now(), protos: map[probe.Protocol]*protoState{}}
 	if a.syn != nil {
 		ports, err := a.syn.AllocPorts(p.Flows)
 		if err != nil {
@@ -121,9 +127,8 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 		return nil, err
 	}
 	t.h2 = h2
-	tctx, cancel := context.WithCancel(ctx)
-	t.cancel = cancel
-	var wg sync.WaitGroup
+	t.ctx, t.cancel = context.WithCancel(ctx)
+	var tasks []*flowTask
 	for _, proto := range p.Protocols {
 		flows := 1
 		switch proto {
@@ -141,81 +146,28 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 			continue // engines of later issues
 		}
 		ps := &protoState{series: a.m.seriesFor(proto, t.path, tg.Name), live: make([]bool, flows)}
-		for range flows {
+		for flow := range flows {
 			ps.flows = append(ps.flows, newWindow(p.Window.D(), p.Interval.D()))
+			tasks = append(tasks, &flowTask{t: t, proto: proto, flow: flow})
 		}
 		t.protos[proto] = ps
-		for flow := range flows {
-			wg.Add(1)
-			a.probeWG.Add(1)
-			go func() {
-				defer a.probeWG.Done()
-				defer wg.Done()
-				a.loop(tctx, t, proto, flow)
-			}()
-		}
 	}
-	go func() {
-		wg.Wait()
-		close(t.done)
-	}()
+	a.sched.add(t, tasks)
 	a.log.Debug("target added", "peer", tg.Name, "address", tg.Addr.String(), "path", t.path)
 	return t, nil
 }
 
 func (a *Agent) stopTarget(t *target) {
+	a.sched.remove(t)
 	t.cancel()
-	<-t.done
+	t.inflight.Wait()
 	if a.syn != nil && t.ports != nil {
 		a.syn.FreePorts(t.ports)
 	}
 	a.stopHTTP2(t)
 	a.m.forget(t.Name)
+	a.paths.forget(t)
 	a.log.Debug("target removed", "peer", t.Name)
-}
-
-// loop probes one (target, protocol, flow) every interval, with ±10%
-// jitter and a random first offset so a thousand targets don't fire in
-// step. A probe that outlasts the interval delays the next one: a flow
-// never has two probes in flight.
-func (a *Agent) loop(ctx context.Context, t *target, proto probe.Protocol, flow int) {
-	interval := a.cfg.Probing.Interval.D()
-	timeout := a.cfg.Probing.Timeout.D()
-	timer := time.NewTimer(rand.N(interval))
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		start := time.Now()
-		if a.limiter.Wait(ctx) != nil {
-			return
-		}
-		select {
-		case a.sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		var r probe.Result
-		pt := probe.Target{Addr: t.Addr, Port: t.Port}
-		switch proto {
-		case probe.ProtocolICMP:
-			r = a.icmp.Probe(ctx, pt, timeout)
-		case probe.ProtocolTCPSYN:
-			r = a.syn.Probe(ctx, pt, t.ports[flow], timeout)
-		case probe.ProtocolHTTP2Ping:
-			r = a.pingHTTP2(ctx, t)
-		}
-		<-a.sem
-		if ctx.Err() != nil {
-			return // cancelled mid-probe: neither sent nor lost
-		}
-		a.record(t, proto, flow, r)
-		next := interval + time.Duration((rand.Float64()-0.5)*0.2*float64(interval))
-		timer.Reset(max(0, next-time.Since(start)))
-	}
 }
 
 // lbSettle bounds how long a new lb target's flow waits for its first

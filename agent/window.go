@@ -9,35 +9,57 @@ import (
 )
 
 // window keeps one flow's probe results over the sliding window in a ring
-// sized for window/interval probes (bounded: a short interval cannot make
-// it grow without limit). Not safe for concurrent use: the target's mutex
-// guards it.
+// that grows, up to window/interval probes, only while its oldest sample
+// is still inside the window. Under the probe-rate cap a flow is probed
+// far less often than every interval (a 5,000-node plan: every 8.2 s, not
+// every second), so a ring sized for the interval would be mostly empty:
+// 1,640 of them were 5.6 MiB (issue 14). Not safe for concurrent use: the
+// target's mutex guards it.
 type window struct {
 	ring  []sample
 	next  int
 	count int
+	span  time.Duration
+	max   int // the most samples the ring grows to
 	last  probe.Outcome
 	any   bool
 }
 
 type sample struct {
-	at      time.Time
-	outcome probe.Outcome
+	at      int64 // Unix nanoseconds: 8 bytes, where a time.Time is 24
 	rtt     time.Duration
+	outcome probe.Outcome
 }
 
-const maxWindowSamples = 4096
+// minWindowSamples is a new ring's size; maxWindowSamples bounds every
+// ring, so a short interval cannot make one grow without limit.
+const (
+	minWindowSamples = 8
+	maxWindowSamples = 4096
+)
 
 func newWindow(span, interval time.Duration) *window {
-	n := int(span/interval) + 2
-	return &window{ring: make([]sample, min(max(n, 8), maxWindowSamples))}
+	n := min(max(int(span/interval)+2, minWindowSamples), maxWindowSamples)
+	return &window{ring: make([]sample, minWindowSamples), span: span, max: n}
 }
 
 func (w *window) add(at time.Time, r probe.Result) {
-	w.ring[w.next] = sample{at: at, outcome: r.Outcome, rtt: r.RTT}
+	ns := at.UnixNano()
+	if w.count == len(w.ring) && len(w.ring) < w.max && ns-w.ring[w.next].at < int64(w.span) {
+		w.grow()
+	}
+	w.ring[w.next] = sample{at: ns, outcome: r.Outcome, rtt: r.RTT}
 	w.next = (w.next + 1) % len(w.ring)
 	w.count = min(w.count+1, len(w.ring))
 	w.last, w.any = r.Outcome, true
+}
+
+// grow doubles the full ring (up to max), oldest sample first.
+func (w *window) grow() {
+	ring := make([]sample, min(2*len(w.ring), w.max))
+	n := copy(ring, w.ring[w.next:])
+	copy(ring[n:], w.ring[:w.next])
+	w.ring, w.next = ring, w.count
 }
 
 // stats summarises the samples newer than since into st and appends the
@@ -45,9 +67,10 @@ func (w *window) add(at time.Time, r probe.Result) {
 func (w *window) stats(since time.Time, rtts []float64) (api.Stats, []float64) {
 	var st api.Stats
 	start := len(rtts)
+	from := since.UnixNano()
 	for i := 0; i < w.count; i++ {
 		s := w.ring[(w.next-1-i+len(w.ring))%len(w.ring)]
-		if s.at.Before(since) {
+		if s.at < from {
 			break
 		}
 		switch s.outcome {

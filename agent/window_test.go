@@ -45,9 +45,45 @@ func TestWindowStats(t *testing.T) {
 	}
 }
 
-func TestWindowBounded(t *testing.T) {
+// TestWindowGrows checks that a ring grows only while its oldest sample
+// is inside the window, up to window/interval samples and never past
+// maxWindowSamples, and that growing keeps every sample in order.
+func TestWindowGrows(t *testing.T) {
 	t.Parallel()
-	if n := len(newWindow(time.Hour, 10*time.Millisecond).ring); n != maxWindowSamples {
-		t.Errorf("ring of %d samples, want the %d cap", n, maxWindowSamples)
+	t0 := time.Unix(1000, 0)
+	cases := []struct {
+		name           string
+		span, interval time.Duration
+		every          time.Duration // between samples
+		n              int
+		wantRing       int
+	}{
+		{"probed at the interval", time.Minute, time.Second, time.Second, 200, 62},
+		{"probed every 8.2s under the rate cap", time.Minute, time.Second, 8200 * time.Millisecond, 100, minWindowSamples},
+		{"probed every 4s", time.Minute, time.Second, 4 * time.Second, 100, 16},
+		{"a short interval hits the cap", time.Hour, 10 * time.Millisecond, 10 * time.Millisecond, 10000, maxWindowSamples},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWindow(tc.span, tc.interval)
+			for i := range tc.n {
+				w.add(t0.Add(time.Duration(i)*tc.every), probe.Result{Outcome: probe.OK, RTT: time.Duration(i+1) * time.Microsecond})
+			}
+			if len(w.ring) != tc.wantRing {
+				t.Errorf("ring of %d samples, want %d", len(w.ring), tc.wantRing)
+			}
+			// Every sample in the window is still there, newest last.
+			end := t0.Add(time.Duration(tc.n-1) * tc.every)
+			since := end.Add(-tc.span)
+			want := min(int(tc.span/tc.every)+1, tc.n, maxWindowSamples)
+			st, rtts := w.stats(since, nil)
+			if int(st.Sent) != want || len(rtts) != want {
+				t.Fatalf("%d sent, %d rtts in the window; want %d", st.Sent, len(rtts), want)
+			}
+			if got := rtts[0]; got != (time.Duration(tc.n) * time.Microsecond).Seconds() {
+				t.Errorf("newest rtt %v, want the last sample's", got)
+			}
+		})
 	}
 }

@@ -71,19 +71,52 @@ type synSlot struct {
 	seq      uint32
 	sentAt   time.Time
 	ch       chan synAnswer
+	// timer bounds the wait of the probe in flight: one per flow, reset
+	// for each probe, rather than one allocated per probe (200 a second
+	// at the deployed cap).
+	timer *time.Timer
 	// stale holds sequence numbers of this flow that may have left a
 	// half-open entry on lastDst:lastDport (see TCPSYN).
 	stale     [maxStale]uint32
 	nStale    int
 	lastDst   netip.Addr
 	lastDport uint16
+	// staleAnswered: stale holds just the last probe's sequence number,
+	// whose SYN-ACK came back at answeredAt (see staleAnswerFor).
+	staleAnswered bool
+	answeredAt    time.Time
 }
 
 const maxStale = 4
 
+// staleAnswerFor is how long the sequence number of a probe answered by
+// a SYN-ACK stays stale. Only our kernel's RST to that SYN-ACK could have
+// left an entry, and if it was lost the target sends the SYN-ACK again 1 s
+// and 3 s later (RFC 6298's initial 1 s timeout, doubled), each met by
+// another RST: after both, an entry remains only if every one of those
+// packets or RSTs was lost. A flow probed less often than this (every
+// 8 s under the deployed rate cap at a 5,000-node plan) then sends its SYN
+// alone, not a RST before it: half the flow's packets (issue 14). Lost
+// probes keep their numbers stale as long as before.
+const staleAnswerFor = 4 * time.Second
+
+// staleRSTs returns the sequence numbers a probe to dst:dport at now
+// sends a RST for before its SYN.
+func (s *synSlot) staleRSTs(dst netip.Addr, dport uint16, now time.Time) ([maxStale]uint32, int) {
+	if s.lastDst != dst || s.lastDport != dport {
+		s.nStale = 0 // a new target: nothing of ours is half-open there
+	} else if s.staleAnswered && now.Sub(s.answeredAt) >= staleAnswerFor {
+		s.nStale = 0
+	}
+	var stale [maxStale]uint32
+	n := copy(stale[:], s.stale[:s.nStale])
+	return stale, n
+}
+
 // settle updates the flow's possibly-stale sequence numbers after a probe
 // with sequence number seq ended with a.
 func (s *synSlot) settle(seq uint32, a synAnswer, lost bool) {
+	s.staleAnswered = false
 	switch {
 	case lost: // the SYN may have arrived and its SYN-ACK been lost
 		if s.nStale == maxStale {
@@ -98,6 +131,7 @@ func (s *synSlot) settle(seq uint32, a synAnswer, lost bool) {
 		s.stale[0], s.nStale = a.staleAck-1, 1
 	default: // a SYN-ACK: only our kernel's RST to it may have been lost
 		s.stale[0], s.nStale = seq, 1
+		s.staleAnswered, s.answeredAt = true, a.at
 	}
 }
 
@@ -133,7 +167,7 @@ func NewTCPSYN(cfg TCPSYNConfig) (*TCPSYN, error) {
 	// Scan at most twice the wanted ports, so a busy range does not make
 	// the engine wander over the whole port space.
 	span := min(2*cfg.Ports, 65536-int(cfg.PortBase))
-	t := &TCPSYN{src: cfg.Source, base: cfg.PortBase, slots: make([]synSlot, span), log: cfg.Logger}
+	t := &TCPSYN{src: cfg.Source, base: cfg.PortBase, log: cfg.Logger}
 	t.encoders.New = func() any { return newSYNEncoder() }
 	sock, err := openTCPRaw(cfg.Source, cfg.PortBase, uint16(span))
 	if err != nil {
@@ -146,13 +180,19 @@ func NewTCPSYN(cfg TCPSYNConfig) (*TCPSYN, error) {
 			cfg.Logger.Debug("source port in use, skipped", "port", port, "err", err)
 			continue
 		}
-		t.slots[i].reserved = true
-		t.slots[i].ch = make(chan synAnswer, 1)
 		t.free = append(t.free, port)
 	}
 	if len(t.free) < cfg.Ports {
 		sock.close()
 		return nil, fmt.Errorf("tcp_syn: reserved only %d of %d source ports in %d..%d (others in use)", len(t.free), cfg.Ports, cfg.PortBase, int(cfg.PortBase)+span-1)
+	}
+	// Slots up to the last reserved port only, not the whole span
+	// scanned: with no port in use that is half of it (2,048 of 4,096
+	// slots at maxTargets 256 x 8 flows).
+	t.slots = make([]synSlot, int(t.free[len(t.free)-1]-cfg.PortBase)+1)
+	for _, port := range t.free {
+		s := &t.slots[port-cfg.PortBase]
+		s.reserved, s.ch = true, make(chan synAnswer, 1)
 	}
 	// Hand ports out from the low end first: deterministic flows.
 	for i, j := 0, len(t.free)-1; i < j; i, j = i+1, j-1 {
@@ -210,11 +250,7 @@ func (t *TCPSYN) Probe(ctx context.Context, target Target, sport uint16, timeout
 	case <-s.ch:
 	default:
 	}
-	if s.lastDst != target.Addr || s.lastDport != target.Port {
-		s.nStale = 0 // a new target: nothing of ours is half-open there
-	}
-	var stale [maxStale]uint32
-	nStale := copy(stale[:], s.stale[:s.nStale])
+	stale, nStale := s.staleRSTs(target.Addr, target.Port, time.Now())
 	s.active, s.dst, s.dport, s.seq = true, target.Addr, target.Port, rand.Uint32()
 	s.lastDst, s.lastDport = target.Addr, target.Port
 	seq := s.seq
@@ -253,12 +289,18 @@ func (t *TCPSYN) Probe(ctx context.Context, target Target, sport uint16, timeout
 		answer.outcome = LocalError
 		return Result{Outcome: LocalError, Reason: sendReason(err), Err: fmt.Errorf("tcp_syn send to %s: %w", target.Addr, err)}
 	}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	// Only the probe in flight touches the timer (s.active excludes a
+	// second one), and s.mu orders one probe's use before the next's.
+	if s.timer == nil {
+		s.timer = time.NewTimer(timeout)
+	} else {
+		s.timer.Reset(timeout)
+	}
+	defer s.timer.Stop()
 	select {
 	case answer = <-s.ch:
 		return Result{Outcome: answer.outcome, RTT: answer.at.Sub(sentAt)}
-	case <-timer.C:
+	case <-s.timer.C:
 		lost = true
 		return Result{Outcome: Lost}
 	case <-ctx.Done():

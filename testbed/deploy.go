@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/netprober/prober/config"
 )
 
 // DeployEdits are the edits docs/kubernetes.md tells a user to make to
@@ -26,9 +28,11 @@ type DeployEdits struct {
 
 // Names in deploy/ the edits address.
 const (
-	deployImagePrefix = "ghcr.io/netprober/prober:"
-	matrixConfigMap   = "prober-matrix"
-	matrixConfigKey   = "matrix.yaml"
+	deployImagePrefix  = "ghcr.io/netprober/prober:"
+	agentConfigMap     = "prober-agent"
+	nodeAgentConfigKey = "node.yaml"
+	matrixConfigMap    = "prober-matrix"
+	matrixConfigKey    = "matrix.yaml"
 )
 
 // RenderDeploy reads the manifests at the top of dir, as `kubectl apply -f
@@ -167,4 +171,34 @@ func dig(v any, keys ...string) any {
 		v = m[k]
 	}
 	return v
+}
+
+// DeployProbing returns the probing block of the node agents'
+// configuration (ConfigMap prober-agent, node.yaml) in the manifest file
+// path, such as deploy/daemonset.yaml: what measurements at the deployed
+// schedule run with.
+func DeployProbing(path string) (config.Probing, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return config.Probing{}, err
+	}
+	for _, doc := range splitYAML(b) {
+		var obj map[string]any
+		if err := yaml.Unmarshal(doc, &obj); err != nil {
+			return config.Probing{}, fmt.Errorf("%s: %w", path, err)
+		}
+		if obj["kind"] != "ConfigMap" || dig(obj, "metadata", "name") != agentConfigMap {
+			continue
+		}
+		s, _ := dig(obj, "data", nodeAgentConfigKey).(string)
+		var c config.Agent
+		if err := yaml.UnmarshalStrict([]byte(s), &c); err != nil {
+			return config.Probing{}, fmt.Errorf("%s: ConfigMap %s: %s: %w", path, agentConfigMap, nodeAgentConfigKey, err)
+		}
+		if c.Probing.Interval == 0 || len(c.Probing.Protocols) == 0 {
+			return config.Probing{}, fmt.Errorf("%s: ConfigMap %s: %s has no probing block", path, agentConfigMap, nodeAgentConfigKey)
+		}
+		return c.Probing, nil
+	}
+	return config.Probing{}, fmt.Errorf("%s: no ConfigMap %s", path, agentConfigMap)
 }

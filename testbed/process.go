@@ -147,3 +147,17 @@ func (p *Process) stop() error {
 		return p.failure(fmt.Errorf("killed: still running %v after SIGTERM", p.grace))
 	}
 }
+
+// Usage is what a program holds and has spent, read from /proc: the
+// figures docs/performance.md gives for the agent.
+type Usage struct {
+	// RSS is VmRSS, the resident memory now; PeakRSS is VmHWM, its high
+	// water mark since the start. Bytes.
+	RSS, PeakRSS uint64
+	// Anon and File split RSS (RssAnon, RssFile): the program's own
+	// memory, and the pages of its executable it maps, which are page
+	// cache shared with every other process running the same file.
+	Anon, File uint64
+	// CPU is utime + stime since the start.
+	CPU time.Duration
+}

@@ -103,3 +103,45 @@ func TestProcess(t *testing.T) {
 		}
 	})
 }
+
+// TestParseUsage reads the fields docs/performance.md's agent figures
+// come from, including a command name with spaces and parentheses.
+func TestParseUsage(t *testing.T) {
+	t.Parallel()
+	status := "Name:\tprober\nVmPeak:\t 1260000 kB\nVmHWM:\t   90112 kB\nVmRSS:\t   85600 kB\nRssAnon:\t   60000 kB\nRssFile:\t   25600 kB\nThreads:\t9\n"
+	u, err := parseStatus(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Usage{RSS: 85600 << 10, PeakRSS: 90112 << 10, Anon: 60000 << 10, File: 25600 << 10}); u != want {
+		t.Errorf("got %+v, want %+v", u, want)
+	}
+	if _, err := parseStatus("Name:\tkworker/0:1\nThreads:\t1\n"); err == nil {
+		t.Error("status without VmRSS: no error")
+	}
+	cases := []struct {
+		stat string
+		want time.Duration
+		ok   bool
+	}{
+		{"12419 (prober) S 1 12419 5461 0 -1 4194304 101 0 0 0 417 19 0 0 20 0 9 0 2255841 3133440 416", 4360 * time.Millisecond, true},
+		{"12420 (a) b) (c) R 1 12419 5461 0 -1 4194304 101 0 0 0 3 2 0 0 20 0 1 0 2255841 3133440 416", 50 * time.Millisecond, true},
+		{"12421 (prober) S 1 12419", 0, false},
+		{"12422 prober S 1 12419 5461 0 -1 4194304 101 0 0 0 3 2 0 0", 0, false},
+		{"12423 (prober) S 1 12419 5461 0 -1 4194304 101 0 0 0 x 2 0 0", 0, false},
+	}
+	for _, tc := range cases {
+		got, err := parseStatCPU(tc.stat)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseStatCPU(%q) = %v, %v; want %v, ok %v", tc.stat, got, err, tc.want, tc.ok)
+		}
+	}
+	// And this process's own: a running Go program holds more than a MiB.
+	self, err := readUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self.RSS < 1<<20 || self.PeakRSS < self.RSS || self.Anon == 0 || self.File == 0 || self.Anon+self.File > self.RSS {
+		t.Errorf("this process: %+v", self)
+	}
+}

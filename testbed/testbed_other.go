@@ -5,6 +5,7 @@ package testbed
 import (
 	"context"
 	"errors"
+	"net/netip"
 
 	"github.com/netprober/prober/lab"
 )
@@ -31,3 +32,11 @@ func StartPrometheus(ctx context.Context, f *lab.Fabric, s PrometheusSpec) (*Pro
 
 // cgroupV2 needs Linux.
 func cgroupV2() error { return errors.ErrUnsupported }
+
+// AddHostAddrs needs Linux.
+func AddHostAddrs(f *lab.Fabric, host string, n int) ([]netip.Addr, error) {
+	return nil, errors.ErrUnsupported
+}
+
+// Usage needs Linux.
+func (p *Process) Usage() (Usage, error) { return Usage{}, errors.ErrUnsupported }

@@ -88,3 +88,18 @@ func TestAgentCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentGCPercent: the agent sets its own GOGC, and GOGC in the
+// environment (a pod's env) wins over it.
+func TestAgentGCPercent(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+	if pct, ok := agentGCPercent(getenv); !ok || pct <= 0 || pct >= 100 {
+		t.Errorf("no GOGC set: got %d, %v; want the agent's own, below the default 100", pct, ok)
+	}
+	env["GOGC"] = "200"
+	if pct, ok := agentGCPercent(getenv); ok {
+		t.Errorf("GOGC=200 set: the agent would override it with %d", pct)
+	}
+}
