@@ -8,7 +8,10 @@
 // The pieces, smallest first:
 //
 //   - StartProcess runs a program in a lab namespace, its output in a log
-//     file, and stops it by the pid it started.
+//     file, and stops it by the pid it started; Usage reads its resident
+//     memory and CPU time from /proc (TestAgentFootprint, issue 14).
+//   - AddHostAddrs gives a lab node more addresses, so that one program
+//     there answers as many peers.
 //   - AgentConfig renders a lab host's agent configuration; StartAgent
 //     runs `prober agent` with one in the host's namespace and talks to
 //     its endpoints from there (health, observations, metrics).
