@@ -37,11 +37,18 @@ deps:
 # TestCluster (a real Kubernetes cluster in namespaces, about 15 minutes)
 # runs on its own after the rest: beside the scenario suite on 2 cores,
 # both would measure each other's load.
+# The packages whose goroutines share state (probes, windows, the plan's
+# long-polls, discovery) run under the race detector (it needs cgo: gcc);
+# the rest, the scenario and cluster suites, at full speed.
+RACE_PKGS := ./agent/... ./api/... ./config/... ./hub/... ./lab/... ./peers/... ./plan/... ./probe/...
 test: deps
 	$(GO) vet ./...
 	assets="$$(GO=$(GO) sh hack/kube/build.sh)" && \
+	PROBER_KUBE_ASSETS="$$assets" PROBER_KUBE_REQUIRED=1 PROBER_REQUIRE_TOOLS=1 CGO_ENABLED=1 \
+		$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS) && \
 	PROBER_KUBE_ASSETS="$$assets" PROBER_KUBE_REQUIRED=1 PROBER_REQUIRE_TOOLS=1 \
-		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestCluster$$' ./... && \
+		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestCluster$$' \
+		$$($(GO) list ./... | grep -Ev '/(agent|api|config|hub|lab|peers|plan|probe)(/|$$)') && \
 	PROBER_KUBE_ASSETS="$$assets" PROBER_KUBE_REQUIRED=1 PROBER_REQUIRE_TOOLS=1 \
 		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestCluster$$' -v ./testbed
 

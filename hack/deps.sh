@@ -34,6 +34,9 @@ apt_install() {
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$1" >/dev/null
 }
 
+# make test runs the race detector, which links with cgo.
+apt_install gcc gcc
+
 # promtool checks every /metrics endpoint and the alert rules.
 apt_install prometheus promtool
 

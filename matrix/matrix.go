@@ -19,8 +19,11 @@ type Matrix struct {
 	agents map[string]*agentState
 
 	// addrID interns traced hop addresses; addrs is the reverse.
-	addrID map[string]int32
-	addrs  []string
+	// compactAt is the size at which compactHops drops the addresses no
+	// report holds any more.
+	addrID    map[string]int32
+	addrs     []string
+	compactAt int
 
 	// since is the first round each suspect (kind/name) appeared in.
 	since map[string]time.Time
@@ -114,11 +117,12 @@ func New(cfg Config) (*Matrix, error) {
 		return nil, fmt.Errorf("matrix config: %w", err)
 	}
 	return &Matrix{
-		cfg:    cfg,
-		hops:   hops,
-		agents: map[string]*agentState{},
-		addrID: map[string]int32{},
-		since:  map[string]time.Time{},
+		cfg:       cfg,
+		hops:      hops,
+		agents:    map[string]*agentState{},
+		addrID:    map[string]int32{},
+		compactAt: minCompact,
+		since:     map[string]time.Time{},
 	}, nil
 }
 
@@ -131,7 +135,10 @@ func (m *Matrix) Observe(now time.Time, obs api.Observations) error {
 		return errors.New("observations: agent.name is empty")
 	}
 	if obs.SchemaVersion != 0 && obs.SchemaVersion != api.SchemaVersion {
-		return fmt.Errorf("observations from %s: schemaVersion %d, want %d", obs.Agent.Name, obs.SchemaVersion, api.SchemaVersion)
+		return fmt.Errorf("observations from %.64s: schemaVersion %d, want %d", obs.Agent.Name, obs.SchemaVersion, api.SchemaVersion)
+	}
+	if err := checkReport(&obs); err != nil {
+		return fmt.Errorf("observations from %.64s: %w", obs.Agent.Name, err)
 	}
 	a := m.agents[obs.Agent.Name]
 	if a == nil {
@@ -146,7 +153,7 @@ func (m *Matrix) Observe(now time.Time, obs api.Observations) error {
 		// Resolved on change only: a first hop changes with the cabling.
 		a.firstHop, a.hopRack = obs.Agent.FirstHop, m.hopRack(obs.Agent.FirstHop)
 	}
-	a.seen, a.reported, a.window = now, obs.Time, obs.WindowSeconds
+	a.seen, a.reported, a.window = now, obs.Time, clampSeconds(obs.WindowSeconds)
 	a.targets, a.protos, a.flows = a.targets[:0], a.protos[:0], a.flows[:0]
 	a.hops, a.backends = a.hops[:0], a.backends[:0]
 	for i := range obs.Targets {
@@ -168,7 +175,7 @@ func (m *Matrix) Observe(now time.Time, obs api.Observations) error {
 		if tr.name == "" {
 			tr.name = t.Address
 		}
-		a.backends = append(a.backends, t.Backends...)
+		a.backends = append(a.backends, t.Backends[:min(len(t.Backends), api.MaxBackends)]...)
 		tr.backendEnd = int32(len(a.backends))
 		for j := range t.Protocols {
 			p := &t.Protocols[j]
@@ -183,12 +190,73 @@ func (m *Matrix) Observe(now time.Time, obs api.Observations) error {
 		tr.protoEnd = int32(len(a.protos))
 		a.targets = append(a.targets, tr)
 	}
+	m.compactHops()
 	return nil
 }
 
-// sanitize makes agent-supplied counts consistent: lost never exceeds
-// sent, and the ratio is recomputed rather than trusted.
+// minCompact is the hop table's size below which it is never compacted.
+const minCompact = 1 << 12
+
+// compactHops renumbers the hop table to the addresses the agents' latest
+// reports hold once it has doubled since the last time: paths change and
+// a peer may report a new address every round, and the table must not
+// grow for ever. Ids keep their order, so the table is compacted in place.
+func (m *Matrix) compactHops() {
+	if len(m.addrs) < m.compactAt {
+		return
+	}
+	id := make([]int32, len(m.addrs)) // old id -> new id, -1 unused
+	for i := range id {
+		id[i] = -1
+	}
+	for _, a := range m.agents {
+		for _, h := range a.hops {
+			if h >= 0 {
+				id[h] = 0
+			}
+		}
+		for _, h := range a.hopPrev {
+			if h >= 0 {
+				id[h] = 0
+			}
+		}
+	}
+	n := int32(0)
+	for old, addr := range m.addrs {
+		if id[old] >= 0 {
+			id[old] = n
+			m.addrs[n] = addr
+			n++
+		}
+	}
+	// A new map: Go maps keep their buckets after deletes.
+	m.addrID = make(map[string]int32, n)
+	for i, addr := range m.addrs[:n] {
+		m.addrID[addr] = int32(i)
+	}
+	clear(m.addrs[n:])
+	m.addrs = m.addrs[:n]
+	for _, a := range m.agents {
+		for i, h := range a.hops {
+			if h >= 0 {
+				a.hops[i] = id[h]
+			}
+		}
+		for i, h := range a.hopPrev {
+			if h >= 0 {
+				a.hopPrev[i] = id[h]
+			}
+		}
+	}
+	m.compactAt = max(minCompact, 2*len(m.addrs))
+}
+
+// sanitize makes agent-supplied stats consistent and bounded: counts and
+// RTTs clamped, lost never above sent, and the ratio recomputed rather
+// than trusted.
 func sanitize(s *api.Stats) {
+	s.Sent, s.Lost, s.Errors = clampCount(s.Sent), clampCount(s.Lost), clampCount(s.Errors)
+	s.RTTP50, s.RTTP99 = clampSeconds(s.RTTP50), clampSeconds(s.RTTP99)
 	if s.Lost > s.Sent {
 		s.Lost = s.Sent
 	}
@@ -199,7 +267,7 @@ func sanitize(s *api.Stats) {
 }
 
 func (m *Matrix) flowOf(a *agentState, f *api.Flow) flowRec {
-	fr := flowRec{sourcePort: f.SourcePort, sent: f.Sent, lost: f.Lost, suspectHop: -1}
+	fr := flowRec{sourcePort: f.SourcePort, sent: clampCount(f.Sent), lost: clampCount(f.Lost), suspectHop: -1}
 	if fr.lost > fr.sent {
 		fr.lost = fr.sent
 	}
@@ -210,8 +278,8 @@ func (m *Matrix) flowOf(a *agentState, f *api.Flow) flowRec {
 			fr.suspectHop = int16(f.Path.SuspectHop)
 		}
 		hops := f.Path.Hops
-		if len(hops) > maxHops {
-			hops = hops[:maxHops]
+		if len(hops) > api.MaxHops {
+			hops = hops[:api.MaxHops]
 		}
 		for _, h := range hops {
 			// Reports repeat last round's paths: comparing with the
@@ -234,9 +302,6 @@ func (m *Matrix) flowOf(a *agentState, f *api.Flow) flowRec {
 	fr.hopEnd = int32(len(a.hops))
 	return fr
 }
-
-// maxHops bounds a traced path; a longer one is a loop or garbage.
-const maxHops = 64
 
 func (m *Matrix) intern(addr string) int32 {
 	if addr == "" {
