@@ -42,8 +42,18 @@ type Hub struct {
 	agents []string          // base URLs pulled each round
 	names  map[string]string // agent name by URL, from discovery
 	pulls  map[string]*pull  // by agent URL
+	// owner is the URL each agent name's accepted reports come from, and
+	// owned its reverse: a name never moves to another address while
+	// its address is listed.
+	owner  map[string]string
+	owned  map[string]string
 	plan   planState
 	rounds atomic.Uint64
+	// gen changes with every round and agent list: the cached
+	// responses are of one generation.
+	gen                               atomic.Uint64
+	matrixJSON, diagJSON, metricsText encoded
+	requests, polls                   chan struct{}
 }
 
 // pull is the outcome of the latest pull of one agent.
@@ -57,8 +67,9 @@ type pull struct {
 }
 
 // maxBody bounds one agent's observations; a response larger than this is
-// an error, not a memory spike.
-const maxBody = 32 << 20
+// an error, not a memory spike. A report at api's bounds with every flow
+// traced is about 4 MiB.
+const maxBody = 16 << 20
 
 // Options are the hub's dependencies beyond its config.
 type Options struct {
@@ -82,9 +93,15 @@ func New(cfg *config.Matrix, logger *slog.Logger, opts Options) (*Hub, error) {
 	}
 	h := &Hub{
 		cfg: cfg, log: logger, m: m, now: time.Now,
-		reg:    prometheus.NewRegistry(),
-		pulls:  map[string]*pull{},
-		client: &http.Client{Timeout: cfg.Timeout.D(), Transport: opts.Transport},
+		reg:      prometheus.NewRegistry(),
+		pulls:    map[string]*pull{},
+		owner:    map[string]string{},
+		requests: make(chan struct{}, maxRequests),
+		polls:    make(chan struct{}, maxPolls),
+		owned:    map[string]string{},
+		client: &http.Client{Timeout: cfg.Timeout.D(), Transport: opts.Transport,
+			// An agent that redirects is answering for another address.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 	}
 	if h.client.Transport == nil {
 		h.client.Transport = &http.Transport{
@@ -175,15 +192,16 @@ func (h *Hub) Round(ctx context.Context) {
 	now := h.now()
 	h.mu.Lock()
 	for i, p := range results {
-		if want := h.names[p.URL]; p.OK && want != "" && obs[i].Agent.Name != want {
-			// Discovery found agent want at this address: a report in
-			// another's name is refused, never filed under that name.
-			p.OK, p.Reason = false, "identity"
-			p.Error = fmt.Sprintf("reports as agent %q; discovery found %q at this address", obs[i].Agent.Name, want)
+		if p.OK {
+			if err := h.claim(p.URL, obs[i].Agent.Name); err != nil {
+				p.OK, p.Error, p.Reason = false, err.Error(), "identity"
+			}
 		}
 		if p.OK {
 			if err := h.m.Observe(now, *obs[i]); err != nil {
 				p.OK, p.Error, p.Reason = false, err.Error(), "invalid"
+			} else {
+				h.own(p.URL, obs[i].Agent.Name)
 			}
 		}
 		if !p.OK {
@@ -199,11 +217,47 @@ func (h *Hub) Round(ctx context.Context) {
 	prev := h.diag
 	h.diag = h.m.Localize(now)
 	h.rounds.Add(1)
+	h.gen.Add(1)
 	h.mu.Unlock()
 	h.setRacks(racks)
 	h.logChanges(prev, h.diag)
 	h.met.rounds.Inc()
 	h.met.roundSeconds.Observe(time.Since(start).Seconds())
+}
+
+// claim refuses a report from url in the name of an agent that is not
+// there: discovery found another agent at url, or another listed address
+// reports under that name. h.mu is held.
+func (h *Hub) claim(url, name string) error {
+	if want := h.names[url]; want != "" && name != want {
+		return fmt.Errorf("reports as agent %.64q; discovery found %q at this address", name, want)
+	}
+	if o := h.owner[name]; o != "" && o != url {
+		return fmt.Errorf("reports as agent %.64q, whose reports come from %s", name, o)
+	}
+	return nil
+}
+
+// own records that url's reports are agent name's. An address that now
+// reports another name has its former agent forgotten: names do not
+// pile up behind one address. h.mu is held.
+func (h *Hub) own(url, name string) {
+	if prev := h.owned[url]; prev != name {
+		if prev != "" {
+			h.m.Forget(prev)
+			delete(h.owner, prev)
+		}
+		h.owned[url], h.owner[name] = name, url
+	}
+}
+
+// disown forgets url's agent: url left. h.mu is held.
+func (h *Hub) disown(url string) {
+	if name := h.owned[url]; name != "" {
+		h.m.Forget(name)
+		delete(h.owner, name)
+		delete(h.owned, url)
+	}
 }
 
 // logChanges logs suspects that appear or go: once each, not every round.
@@ -267,17 +321,16 @@ func (h *Hub) SetAgents(urls []string) {
 	urls = slices.Compact(urls)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for u, p := range h.pulls {
+	for u := range h.pulls {
 		// Sorted: a linear search here was quadratic, 0.7 s under the
 		// lock at 20,000 agents (BenchmarkSetPeers10000).
 		if _, ok := slices.BinarySearch(urls, u); !ok {
-			if p.Agent != "" {
-				h.m.Forget(p.Agent)
-			}
+			h.disown(u)
 			delete(h.pulls, u)
 		}
 	}
 	h.agents = urls
+	h.gen.Add(1)
 }
 
 func (h *Hub) agentURLs() []string {

@@ -166,7 +166,7 @@ func (h *Hub) serveAgentPlan(w http.ResponseWriter, r *http.Request) {
 		h.plan.mu.Unlock()
 		if v != "" && v != have {
 			ap, _ := p.Agent(name)
-			writeJSON(w, r, ap)
+			h.writeJSON(w, r, ap)
 			return
 		}
 		select {
@@ -193,7 +193,7 @@ func (h *Hub) servePlan(w http.ResponseWriter, r *http.Request) {
 	view := api.PlanView{Agents: []api.AgentPlan{},
 		PlanRotation: api.PlanRotation{RotationRounds: 1, RotationSeconds: h.cfg.Plan.Rotation.D().Seconds()}}
 	if p == nil {
-		writeJSON(w, r, view)
+		h.writeJSON(w, r, view)
 		return
 	}
 	view.Round, view.RotationRounds = p.Round, p.RotationRounds
@@ -208,7 +208,7 @@ func (h *Hub) servePlan(w http.ResponseWriter, r *http.Request) {
 				view.ProbedBy[a.Name] = p.ProbedBy(a.Name)
 			}
 		}
-		writeJSON(w, r, view)
+		h.writeJSON(w, r, view)
 		return
 	}
 	// Stream: the rotation's fields, then one agent at a time.
