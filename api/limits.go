@@ -16,6 +16,10 @@ const (
 	// MaxReportHops bounds the traced hops of one report: every source
 	// port's flow traced 64 hops deep.
 	MaxReportHops = 4096 * MaxHops
+	// MaxNewAddrs bounds the hop addresses one report may bring that the
+	// matrix has not seen: an agent's traces cross its ToR, the spines
+	// and the other racks' ToRs, some hundreds of addresses at 250 racks.
+	MaxNewAddrs = 4096
 	// MaxBackends is how many of an lb target's backends count; a
 	// larger Service is compared on these.
 	MaxBackends = 1024

@@ -154,3 +154,42 @@ func TestHopTableBounded(t *testing.T) {
 		}
 	}
 }
+
+// A report bringing more new hop addresses than api.MaxNewAddrs is
+// refused, and that agent's reports leave; the others stay.
+func TestObserveRefusesAddressFlood(t *testing.T) {
+	t.Parallel()
+	m, _ := New(Config{GroupBy: "rack"})
+	must(t, m.Observe(t0, report("a1", "r1", target("n1", "r2", 100, 0, 0.001))))
+	flood := target("n1", "r2", 100, 0, 0.001)
+	for f := range api.MaxFlows {
+		hops := make([]string, api.MaxHops)
+		for h := range hops {
+			hops[h] = fmt.Sprintf("10.0.%d.%d", f, h)
+		}
+		flood.Protocols[0].Flows = append(flood.Protocols[0].Flows, api.Flow{SourcePort: uint16(f), Path: &api.FlowPath{Hops: hops}})
+	}
+	// 64 x 64 = 4,096 new addresses: at the bound, accepted.
+	must(t, m.Observe(t0, report("rogue", "r1", flood)))
+	flood.Protocols[0].Flows[0].Path.Hops = append([]string{"10.1.0.1"}, flood.Protocols[0].Flows[0].Path.Hops[:api.MaxHops-1]...)
+	for f := range flood.Protocols[0].Flows {
+		for h := range flood.Protocols[0].Flows[f].Path.Hops {
+			flood.Protocols[0].Flows[f].Path.Hops[h] = fmt.Sprintf("10.2.%d.%d", f, h)
+		}
+	}
+	flood.Protocols = append(flood.Protocols, api.Protocol{Protocol: api.ProtocolICMP,
+		Flows: []api.Flow{{Path: &api.FlowPath{Hops: []string{"10.3.0.1"}}}}})
+	err := m.Observe(t0, report("rogue", "r1", flood))
+	if err == nil || !strings.Contains(err.Error(), "new to the matrix") {
+		t.Fatalf("4,097 new addresses: %v, want refused", err)
+	}
+	if _, ok := m.agents["rogue"]; ok {
+		t.Error("the flooding agent's reports stayed")
+	}
+	if _, ok := m.agents["a1"]; !ok {
+		t.Error("another agent's report left")
+	}
+	if len(m.addrs) > 2*api.MaxNewAddrs+1 {
+		t.Errorf("%d addresses held after the flood", len(m.addrs))
+	}
+}

@@ -24,6 +24,8 @@ type Matrix struct {
 	addrID    map[string]int32
 	addrs     []string
 	compactAt int
+	// added counts the addresses the report being observed interned.
+	added int
 
 	// since is the first round each suspect (kind/name) appeared in.
 	since map[string]time.Time
@@ -154,6 +156,7 @@ func (m *Matrix) Observe(now time.Time, obs api.Observations) error {
 		a.firstHop, a.hopRack = obs.Agent.FirstHop, m.hopRack(obs.Agent.FirstHop)
 	}
 	a.seen, a.reported, a.window = now, obs.Time, clampSeconds(obs.WindowSeconds)
+	m.added = 0
 	a.targets, a.protos, a.flows = a.targets[:0], a.protos[:0], a.flows[:0]
 	a.hops, a.backends = a.hops[:0], a.backends[:0]
 	for i := range obs.Targets {
@@ -189,6 +192,13 @@ func (m *Matrix) Observe(now time.Time, obs api.Observations) error {
 		}
 		tr.protoEnd = int32(len(a.protos))
 		a.targets = append(a.targets, tr)
+	}
+	if m.added > api.MaxNewAddrs {
+		// A report full of addresses no trace ever showed: the agent's
+		// reports go, this one and the last (half replaced already).
+		delete(m.agents, a.name)
+		m.compactHops()
+		return fmt.Errorf("observations from %.64s: more than %d hop addresses new to the matrix in one report", a.name, api.MaxNewAddrs)
 	}
 	m.compactHops()
 	return nil
@@ -309,6 +319,9 @@ func (m *Matrix) intern(addr string) int32 {
 	}
 	if id, ok := m.addrID[addr]; ok {
 		return id
+	}
+	if m.added++; m.added > api.MaxNewAddrs {
+		return -1 // the report is refused (Observe)
 	}
 	id := int32(len(m.addrs))
 	addr = strings.Clone(addr)
