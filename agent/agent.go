@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -34,11 +35,14 @@ type Target struct {
 	Backends []string
 }
 
-// TargetsFromConfig converts the static targets of a validated config.
+// TargetsFromConfig converts the static targets of a config. An address
+// config.Agent.Validate would reject becomes the zero Addr, never a
+// panic: Check runs on configs Validate has not seen.
 func TargetsFromConfig(c *config.Agent) []Target {
 	out := make([]Target, 0, len(c.Targets))
 	for _, t := range c.Targets {
-		out = append(out, Target{Name: t.Name, Addr: netip.MustParseAddr(t.Address), Class: t.Class, Port: uint16(t.Port), Labels: t.Labels,
+		addr, _ := netip.ParseAddr(t.Address)
+		out = append(out, Target{Name: t.Name, Addr: addr, Class: t.Class, Port: uint16(t.Port), Labels: t.Labels,
 			HTTP2: HTTP2{Mode: t.HTTP2, CAFile: t.CAFile, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}})
 	}
 	return out
@@ -77,9 +81,47 @@ type Agent struct {
 	probeWG  sync.WaitGroup
 }
 
+// Check runs every check of cfg that New runs before it opens anything:
+// the probe engines' own checks of the configs config builds for them
+// (TCPSYNConfig, TraceConfig, HTTP2Config) and each static target's
+// HTTP/2 pinger. A config that config.Agent.Validate passed passes it;
+// config's parity test holds the two to that.
+func Check(cfg *config.Agent) error {
+	var errs []error
+	p := cfg.Probing
+	if slices.Contains(p.Protocols, probe.ProtocolTCPSYN) {
+		if err := cfg.TCPSYNConfig().Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("tcp_syn: %w", err))
+		}
+		if p.Trace.On() {
+			if err := cfg.TraceConfig().Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("trace: %w", err))
+			}
+		}
+	}
+	if slices.Contains(p.Protocols, probe.ProtocolHTTP2Ping) {
+		if err := cfg.HTTP2Config().Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("http2_ping: %w", err))
+		}
+	}
+	for _, tg := range TargetsFromConfig(cfg) {
+		pinger, err := newPinger(cfg, tg, nil)
+		if err != nil {
+			errs = append(errs, err)
+		} else if pinger != nil {
+			pinger.Close()
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // New opens every socket the agent needs (probe sockets, the listener), so
 // a missing privilege or a taken port fails here, before anything starts.
+// It runs Check first.
 func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
+	if err := Check(cfg); err != nil {
+		return nil, err
+	}
 	a := &Agent{
 		cfg:      cfg,
 		log:      logger,
@@ -112,10 +154,9 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 		unmatched[probe.ProtocolICMP] = &a.icmp.Unmatched
 	}
 	if slices.Contains(p.Protocols, probe.ProtocolTCPSYN) {
-		a.syn, err = probe.NewTCPSYN(probe.TCPSYNConfig{
-			Source: a.src, PortBase: uint16(p.SourcePortBase), Ports: p.MaxTargets * p.Flows, Logger: logger,
-		})
-		if err != nil {
+		sc := cfg.TCPSYNConfig()
+		sc.Logger = logger
+		if a.syn, err = probe.NewTCPSYN(sc); err != nil {
 			return nil, err
 		}
 		unmatched[probe.ProtocolTCPSYN] = &a.syn.Unmatched

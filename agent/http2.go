@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"time"
@@ -73,8 +74,22 @@ type h2Target struct {
 // returns nil if it is not (http2_ping off, or the target's mode none).
 // The pinger dials nothing until its first Ping.
 func (a *Agent) newH2Target(tg Target, path string) (*h2Target, error) {
-	p := a.cfg.Probing
-	if !slices.Contains(p.Protocols, probe.ProtocolHTTP2Ping) {
+	pinger, err := newPinger(a.cfg, tg, a.log)
+	if pinger == nil || err != nil {
+		return nil, err
+	}
+	h := &h2Target{pinger: pinger, resets: map[string]prometheus.Counter{}, seen: pinger.Resets(), answeredAt: a.now()}
+	for reason := range h.seen {
+		h.resets[reason] = a.http2.resets.WithLabelValues(a.http2.labels(path, tg.Name, reason)...)
+	}
+	return h, nil
+}
+
+// newPinger makes tg's HTTP/2 pinger from the config's
+// (config.Agent.HTTP2Config) and tg's own fields, or returns nil if tg is
+// not probed over HTTP/2. It dials nothing, and reads tg's CA file.
+func newPinger(cfg *config.Agent, tg Target, log *slog.Logger) (*probe.HTTP2Pinger, error) {
+	if !slices.Contains(cfg.Probing.Protocols, probe.ProtocolHTTP2Ping) {
 		return nil, nil
 	}
 	mode := cmp.Or(tg.HTTP2.Mode, config.DefaultHTTP2(tg.Class))
@@ -85,29 +100,15 @@ func (a *Agent) newH2Target(tg Target, path string) (*h2Target, error) {
 	default:
 		return nil, fmt.Errorf("target %s: http2 %q not one of h2c, tls, none", tg.Name, mode)
 	}
-	interval := p.Interval.D()
-	pinger, err := probe.NewHTTP2Pinger(probe.Target{Addr: tg.Addr, Port: tg.Port}, probe.HTTP2Config{
-		TLS:                mode == config.HTTP2TLS,
-		ServerName:         tg.HTTP2.ServerName,
-		CAFile:             tg.HTTP2.CAFile,
-		InsecureSkipVerify: tg.HTTP2.InsecureSkipVerify,
-		Timeout:            p.Timeout.D(),
-		DeadAfter:          p.HTTP2.DeadAfter,
-		// Redials after failed ones wait at most 10 intervals, so that a
-		// target is healthy again soon after a long outage ends, and at
-		// most 30s, so that thousands of agents do not hammer a dead LB.
-		MinBackoff: min(time.Second, interval),
-		MaxBackoff: min(30*time.Second, 10*interval),
-		Logger:     a.log,
-	})
+	hc := cfg.HTTP2Config()
+	hc.TLS = mode == config.HTTP2TLS
+	hc.ServerName, hc.CAFile, hc.InsecureSkipVerify = tg.HTTP2.ServerName, tg.HTTP2.CAFile, tg.HTTP2.InsecureSkipVerify
+	hc.Logger = log
+	pinger, err := probe.NewHTTP2Pinger(probe.Target{Addr: tg.Addr, Port: tg.Port}, hc)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", tg.Name, err)
 	}
-	h := &h2Target{pinger: pinger, resets: map[string]prometheus.Counter{}, seen: pinger.Resets(), answeredAt: a.now()}
-	for reason := range h.seen {
-		h.resets[reason] = a.http2.resets.WithLabelValues(a.http2.labels(path, tg.Name, reason)...)
-	}
-	return h, nil
+	return pinger, nil
 }
 
 // pingHTTP2 sends one PING to t, counts the connection resets it caused

@@ -37,6 +37,7 @@ type paths struct {
 	a       *Agent
 	tr      *probe.Tracer
 	cfg     config.TraceProbing
+	tc      probe.TraceConfig // each trace's, built by config
 	traces  *prometheus.CounterVec
 	changes prometheus.Counter
 
@@ -74,7 +75,7 @@ func newPaths(a *Agent) (*paths, error) {
 	}
 	f := promauto.With(a.reg)
 	return &paths{
-		a: a, tr: tr, cfg: cfg,
+		a: a, tr: tr, cfg: cfg, tc: a.cfg.TraceConfig(),
 		traces: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "prober_traceroutes_total",
 			Help: "Flow traceroutes started, by reason: new, periodic, loss.",
@@ -239,9 +240,7 @@ func (p *paths) forget(t *target) {
 // trace traces one flow and keeps its path.
 func (p *paths) trace(ctx context.Context, j traceJob) {
 	p.traces.WithLabelValues(j.reason).Inc()
-	fts, err := p.tr.Trace(ctx, j.target, []uint16{j.key.sport}, probe.TraceConfig{
-		MaxTTL: p.cfg.MaxTTL, Probes: p.cfg.Probes, Timeout: p.a.cfg.Probing.Timeout.D(), Concurrency: 1,
-	})
+	fts, err := p.tr.Trace(ctx, j.target, []uint16{j.key.sport}, p.tc)
 	if err != nil || len(fts) != 1 {
 		if ctx.Err() == nil {
 			p.a.log.Debug("trace", "peer", j.key.target, "source_port", j.key.sport, "err", err)

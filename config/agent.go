@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"strings"
@@ -216,10 +217,10 @@ func (c *Agent) Validate() error {
 	if p.MaxProbesPerSecond < 0 {
 		bad("probing.maxProbesPerSecond", "must be positive, got %g", p.MaxProbesPerSecond)
 	}
-	if p.MaxTargets < 1 || p.MaxTargets*max(p.Flows, 1) > maxSourcePorts {
+	if ports := p.SourcePorts(); p.MaxTargets < 1 || ports > maxSourcePorts {
 		bad("probing.maxTargets", "%d x probing.flows %d must be between 1 and %d source ports", p.MaxTargets, p.Flows, maxSourcePorts)
-	} else if p.SourcePortBase < 1024 || p.SourcePortBase+p.MaxTargets*p.Flows > 65536 {
-		bad("probing.sourcePortBase", "%d: the %d source ports (maxTargets x flows) must fit in 1024..65535", p.SourcePortBase, p.MaxTargets*p.Flows)
+	} else if p.SourcePortBase < 1024 || p.SourcePortBase > 65536-ports {
+		bad("probing.sourcePortBase", "%d: the %d source ports (maxTargets x flows) must fit in 1024..65535", p.SourcePortBase, ports)
 	} else if len(c.Targets) > p.MaxTargets {
 		bad("targets", "%d targets, more than probing.maxTargets %d", len(c.Targets), p.MaxTargets)
 	}
@@ -263,6 +264,29 @@ func (c *Agent) SourceAddr() netip.Addr {
 	}
 	ap, _ := netip.ParseAddrPort(c.Listen)
 	return ap.Addr()
+}
+
+// SourcePorts is how many tcp_syn source ports the agent reserves:
+// maxTargets x flows, saturated rather than wrapped, so that a huge
+// maxTargets cannot multiply to a small or negative count (a start used to
+// see 0 ports where --check had seen none missing).
+func (p Probing) SourcePorts() int {
+	t, f := max(p.MaxTargets, 0), max(p.Flows, 1)
+	if t > math.MaxInt32/f {
+		return math.MaxInt32
+	}
+	return t * f
+}
+
+// TCPSYNConfig is the probe.TCPSYNConfig agent.New opens the tcp_syn engine
+// with. A sourcePortBase outside 0..65535 (which Validate rejects) is
+// clamped, never wrapped.
+func (c *Agent) TCPSYNConfig() probe.TCPSYNConfig {
+	return probe.TCPSYNConfig{
+		Source:   c.SourceAddr(),
+		PortBase: uint16(min(max(c.Probing.SourcePortBase, 0), math.MaxUint16)),
+		Ports:    c.Probing.SourcePorts(),
+	}
 }
 
 // PerTarget reports whether per-target metric labels are on.

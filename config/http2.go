@@ -1,10 +1,13 @@
 package config
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"os"
+
+	"github.com/netprober/prober/probe"
 )
 
 // HTTP/2 modes of a target (targets[].http2): how http2_ping reaches it.
@@ -31,10 +34,9 @@ type HTTP2Probing struct {
 	DeadAfter int `json:"deadAfter,omitempty"`
 }
 
-// DefaultDeadAfter is probing.http2.deadAfter's default.
-const DefaultDeadAfter = 3
-
-const maxDeadAfter = 100
+// DefaultDeadAfter is probing.http2.deadAfter's default; its range is
+// probe.HTTP2Config.Check's (1..probe.MaxHTTP2DeadAfter).
+const DefaultDeadAfter = probe.DefaultHTTP2DeadAfter
 
 // ServerTLS makes the agent serve TLS on its listen address (the tls
 // block): HTTP/2 by ALPN and HTTP/1.1, instead of cleartext HTTP/1.1 and
@@ -63,9 +65,18 @@ func (c *Agent) setHTTP2Defaults() {
 // HTTP/2 fields. It reads the certificate and CA files, so that --check
 // reports a missing or unreadable one.
 func (c *Agent) validateHTTP2(bad func(field, format string, args ...any)) {
-	if d := c.Probing.HTTP2.DeadAfter; d < 1 || d > maxDeadAfter {
-		bad("probing.http2.deadAfter", "%d not in 1..%d", d, maxDeadAfter)
-	}
+	// The pinger's ranges are probe's: the check NewHTTP2Pinger runs.
+	c.HTTP2Config().Check(func(field, format string, args ...any) {
+		switch field {
+		case "timeout", "minBackoff":
+			return // probing.timeout and probing.interval, checked for every protocol
+		case "deadAfter":
+			field = "probing.http2.deadAfter"
+		default:
+			field = "probing.http2" // set by the agent, not the file
+		}
+		bad(field, format, args...)
+	})
 	if s := c.TLS; s != nil {
 		switch {
 		case s.SelfSigned && (s.CertFile != "" || s.KeyFile != ""):
@@ -99,26 +110,48 @@ func (c *Agent) validateHTTP2(bad func(field, format string, args ...any)) {
 			bad(f+".http2", "%q not one of h2c, tls, none", t.HTTP2)
 			continue
 		}
-		if t.HTTP2 != HTTP2TLS {
-			for _, set := range []struct {
-				field string
-				on    bool
-			}{{"caFile", t.CAFile != ""}, {"serverName", t.ServerName != ""}, {"insecureSkipVerify", t.InsecureSkipVerify}} {
-				if set.on {
-					bad(f+"."+set.field, "needs http2: tls (http2 is %s)", t.HTTP2)
+		// Which fields need tls: the pinger's own check, per target.
+		c.TargetHTTP2Config(t).Check(func(field, format string, args ...any) {
+			switch field {
+			case "caFile", "serverName", "insecureSkipVerify":
+				if t.HTTP2 != HTTP2TLS {
+					format, args = "needs http2: tls (http2 is %s)", []any{t.HTTP2}
 				}
+				bad(f+"."+field, format, args...)
 			}
-			continue
-		}
-		if t.CAFile != "" && t.InsecureSkipVerify {
-			bad(f+".insecureSkipVerify", "contradicts caFile: set one")
-		}
+		})
 		if t.CAFile != "" {
 			if err := checkCAFile(t.CAFile); err != nil {
 				bad(f+".caFile", "%v", err)
 			}
 		}
 	}
+}
+
+// HTTP2Config is the probe.HTTP2Config of every http2_ping target, before
+// the target's own fields (TargetHTTP2Config): the PING timeout is
+// probing.timeout, and redials after failed ones wait at most 10
+// intervals, so that a target is healthy again soon after a long outage
+// ends, and at most 30s, so that thousands of agents do not hammer a dead
+// LB.
+func (c *Agent) HTTP2Config() probe.HTTP2Config {
+	interval := c.Probing.Interval.D()
+	hc := probe.HTTP2Config{
+		Timeout:    c.Probing.Timeout.D(),
+		DeadAfter:  c.Probing.HTTP2.DeadAfter,
+		MinBackoff: min(probe.DefaultHTTP2MinBackoff, interval),
+		MaxBackoff: min(probe.DefaultHTTP2MaxBackoff, 10*interval),
+	}
+	hc.SetDefaults()
+	return hc
+}
+
+// TargetHTTP2Config is HTTP2Config with a static target's TLS fields.
+func (c *Agent) TargetHTTP2Config(t Target) probe.HTTP2Config {
+	hc := c.HTTP2Config()
+	hc.TLS = cmp.Or(t.HTTP2, DefaultHTTP2(t.Class)) == HTTP2TLS
+	hc.ServerName, hc.CAFile, hc.InsecureSkipVerify = t.ServerName, t.CAFile, t.InsecureSkipVerify
+	return hc
 }
 
 // checkCAFile reads a PEM CA bundle as the prober will.

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/plan"
 )
 
@@ -49,7 +50,8 @@ type Matrix struct {
 	Log        string           `json:"log,omitempty"`
 }
 
-// MatrixThresholds mirror matrix.Thresholds; zero takes the default.
+// MatrixThresholds mirror matrix.Thresholds; zero takes
+// matrix.DefaultThresholds, and the ranges are matrix.Config.Check's.
 type MatrixThresholds struct {
 	Healthy   float64 `json:"healthy,omitempty"`
 	Alpha     float64 `json:"alpha,omitempty"`
@@ -90,7 +92,7 @@ func (c *Matrix) SetDefaults() {
 		c.Kubernetes.SetDefaults()
 	}
 	if c.GroupBy == "" {
-		c.GroupBy = "node"
+		c.GroupBy = matrix.DefaultGroupBy
 	}
 	if c.Interval == 0 {
 		c.Interval = Duration(5 * time.Second)
@@ -105,8 +107,11 @@ func (c *Matrix) SetDefaults() {
 		c.Concurrency = 32
 	}
 	if c.Worst == 0 {
-		c.Worst = 20
+		c.Worst = matrix.DefaultK
 	}
+	th := c.MatrixConfig().Thresholds
+	th.SetDefaults()
+	c.Thresholds = MatrixThresholds(th)
 	if c.Plan.MaxTargets == 0 {
 		c.Plan.MaxTargets = plan.DefaultMaxTargets
 	}
@@ -118,6 +123,14 @@ func (c *Matrix) SetDefaults() {
 	}
 	if c.Log == "" {
 		c.Log = "json"
+	}
+}
+
+// MatrixConfig is the matrix.Config that hub.New builds the matrix with.
+func (c *Matrix) MatrixConfig() matrix.Config {
+	return matrix.Config{
+		GroupBy: c.GroupBy, Hops: c.Hops, K: c.Worst, MaxAge: c.Window.D(), Cells: c.Cells,
+		Thresholds: matrix.Thresholds(c.Thresholds),
 	}
 }
 
@@ -175,9 +188,6 @@ func (c *Matrix) Validate() error {
 	if c.Concurrency < 1 || c.Concurrency > 1024 {
 		bad("concurrency", "%d not in 1..1024", c.Concurrency)
 	}
-	if c.Worst < 1 || c.Worst > 10000 {
-		bad("worst", "%d not in 1..10000", c.Worst)
-	}
 	if c.Plan.MaxTargets < 1 || c.Plan.MaxTargets > maxSourcePorts {
 		bad("plan.maxTargets", "%d not in 1..%d", c.Plan.MaxTargets, maxSourcePorts)
 	}
@@ -187,16 +197,17 @@ func (c *Matrix) Validate() error {
 	if c.Plan.Rotation.D() < time.Minute {
 		bad("plan.rotation", "%s is below the 1m minimum", c.Plan.Rotation.D())
 	}
-	for k, v := range c.Hops {
-		if _, err := netip.ParsePrefix(k); err != nil {
-			if _, err := netip.ParseAddr(k); err != nil {
-				bad("hops."+k, "key is neither an address nor a CIDR")
-			}
+	// The localization's ranges are the matrix package's: one check, the
+	// one hub.New runs, with its field paths mapped to the file's.
+	c.MatrixConfig().Check(func(field, format string, args ...any) {
+		switch field {
+		case "k":
+			field = "worst"
+		case "maxAge":
+			field = "window"
 		}
-		if v == "" {
-			bad("hops."+k, "device name is empty")
-		}
-	}
+		bad(field, format, args...)
+	})
 	if c.Log != "json" && c.Log != "text" {
 		bad("log", "%q not one of json, text", c.Log)
 	}

@@ -2,6 +2,8 @@ package config
 
 import (
 	"time"
+
+	"github.com/netprober/prober/probe"
 )
 
 // TraceProbing configures the agent's traceroutes of its tcp_syn flows
@@ -22,12 +24,17 @@ type TraceProbing struct {
 	Probes int `json:"probes,omitempty"`
 }
 
-// Trace defaults.
+// Trace defaults and bounds of the agent's own: maxTTL's and probes'
+// defaults and the engine's ranges are probe's (probe.TraceConfig).
 const (
 	DefaultTraceInterval        = 5 * time.Minute
 	DefaultTraceBudgetPerMinute = 30
-	DefaultTraceMaxTTL          = 16
-	DefaultTraceProbes          = 3
+	minTraceInterval            = 10 * time.Second
+	maxTraceBudgetPerMinute     = 600
+	// maxTraceProbes is tighter than probe.MaxTraceProbes: at the top of
+	// the budget, 600 traces a minute x 64 TTLs x 20 probes is already
+	// 12,800 probes a second for the switches' ICMP engines.
+	maxTraceProbes = 20
 )
 
 // On reports whether tracing is enabled.
@@ -46,25 +53,48 @@ func (c *Agent) setTraceDefaults() {
 		t.BudgetPerMinute = DefaultTraceBudgetPerMinute
 	}
 	if t.MaxTTL == 0 {
-		t.MaxTTL = DefaultTraceMaxTTL
+		t.MaxTTL = probe.DefaultTraceMaxTTL
 	}
 	if t.Probes == 0 {
-		t.Probes = DefaultTraceProbes
+		t.Probes = probe.DefaultTraceProbes
 	}
 }
 
+// TraceConfig is the probe.TraceConfig of the agent's flow traces: one
+// flow per trace, answered within probing.timeout.
+func (c *Agent) TraceConfig() probe.TraceConfig {
+	tc := probe.TraceConfig{
+		MaxTTL: c.Probing.Trace.MaxTTL, Probes: c.Probing.Trace.Probes,
+		Timeout: c.Probing.Timeout.D(), Concurrency: 1,
+	}
+	tc.SetDefaults()
+	return tc
+}
+
+// validateTrace checks probing.trace: the engine's ranges with the
+// engine's own Check (what agent.New runs), then the agent's tighter ones.
 func (c *Agent) validateTrace(bad func(field, format string, args ...any)) {
 	t := c.Probing.Trace
-	if t.Interval.D() < 10*time.Second {
-		bad("probing.trace.interval", "%s is below the 10s minimum", t.Interval.D())
+	reported := map[string]bool{}
+	c.TraceConfig().Check(func(field, format string, args ...any) {
+		switch field {
+		case "timeout":
+			return // probing.timeout, checked for every protocol
+		case "maxTTL", "probes":
+			field = "probing.trace." + field
+		default:
+			field = "probing.trace" // set by the agent, not the file
+		}
+		reported[field] = true
+		bad(field, format, args...)
+	})
+	if t.Interval.D() < minTraceInterval {
+		bad("probing.trace.interval", "%s is below the %s minimum", t.Interval.D(), minTraceInterval)
 	}
-	if t.BudgetPerMinute < 1 || t.BudgetPerMinute > 600 {
-		bad("probing.trace.budgetPerMinute", "%d not in 1..600", t.BudgetPerMinute)
+	if t.BudgetPerMinute < 1 || t.BudgetPerMinute > maxTraceBudgetPerMinute {
+		bad("probing.trace.budgetPerMinute", "%d not in 1..%d", t.BudgetPerMinute, maxTraceBudgetPerMinute)
 	}
-	if t.MaxTTL < 1 || t.MaxTTL > 64 {
-		bad("probing.trace.maxTTL", "%d not in 1..64", t.MaxTTL)
-	}
-	if t.Probes < 1 || t.Probes > 20 {
-		bad("probing.trace.probes", "%d not in 1..20", t.Probes)
+	if t.Probes > maxTraceProbes && !reported["probing.trace.probes"] {
+		bad("probing.trace.probes", "%d not in 1..%d", t.Probes, maxTraceProbes)
 	}
 }

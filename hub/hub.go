@@ -78,16 +78,19 @@ type Options struct {
 	Transport http.RoundTripper
 }
 
+// Check runs every check of cfg that New runs before it opens anything:
+// matrix.New's, on the matrix.Config that config builds. A config that
+// config.Matrix.Validate passed passes it; config's parity test holds the
+// two to that.
+func Check(cfg *config.Matrix) error {
+	_, err := matrix.New(cfg.MatrixConfig())
+	return err
+}
+
 // New builds the matrix and opens the listener: a bad config or a taken
 // port fails here, before anything runs.
 func New(cfg *config.Matrix, logger *slog.Logger, opts Options) (*Hub, error) {
-	m, err := matrix.New(matrix.Config{
-		GroupBy: cfg.GroupBy, Hops: cfg.Hops, K: cfg.Worst, MaxAge: cfg.Window.D(), Cells: cfg.Cells,
-		Thresholds: matrix.Thresholds{
-			Healthy: cfg.Thresholds.Healthy, Alpha: cfg.Thresholds.Alpha, VoteShare: cfg.Thresholds.VoteShare,
-			RackShare: cfg.Thresholds.RackShare, MinSent: cfg.Thresholds.MinSent, MinScore: cfg.Thresholds.MinScore,
-		},
-	})
+	m, err := matrix.New(cfg.MatrixConfig())
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -31,8 +32,8 @@ type Config struct {
 	Thresholds Thresholds
 }
 
-// Thresholds are the statistical knobs of Localize. Zero values take the
-// defaults documented on each field.
+// Thresholds are the statistical knobs of Localize. Zero values take
+// DefaultThresholds (SetDefaults); Check says each field's range.
 type Thresholds struct {
 	// Healthy is the highest loss ratio an element (link, device, host,
 	// VIP) may have and still count as healthy: the null hypothesis of
@@ -61,25 +62,91 @@ type Thresholds struct {
 	MinScore float64
 }
 
-func (t *Thresholds) setDefaults() {
-	if t.Healthy == 0 {
-		t.Healthy = 1e-3
+// Defaults of Config, for a zero field. config fills the matrix
+// process's Config from these (config/matrix.go), so that --check and a
+// start see the same values.
+const (
+	DefaultGroupBy = "node"
+	DefaultK       = 20
+	DefaultMaxAge  = 2 * time.Minute
+	// MaxK bounds K: Snapshot sorts and lists that many pairs each round.
+	MaxK = 10000
+)
+
+// DefaultThresholds are the Thresholds a zero field takes; each field's
+// doc says why.
+var DefaultThresholds = Thresholds{
+	Healthy:   1e-3,
+	Alpha:     1e-6,
+	VoteShare: 0.05,
+	RackShare: 0.5,
+	MinSent:   20,
+	MinScore:  0.01,
+}
+
+// SetDefaults fills every zero field from DefaultThresholds.
+func (t *Thresholds) SetDefaults() {
+	d := DefaultThresholds
+	t.Healthy = cmp.Or(t.Healthy, d.Healthy)
+	t.Alpha = cmp.Or(t.Alpha, d.Alpha)
+	t.VoteShare = cmp.Or(t.VoteShare, d.VoteShare)
+	t.RackShare = cmp.Or(t.RackShare, d.RackShare)
+	t.MinSent = cmp.Or(t.MinSent, d.MinSent)
+	t.MinScore = cmp.Or(t.MinScore, d.MinScore)
+}
+
+// SetDefaults fills every zero field: GroupBy, K, MaxAge and Thresholds.
+func (c *Config) SetDefaults() {
+	c.GroupBy = cmp.Or(c.GroupBy, DefaultGroupBy)
+	c.K = cmp.Or(c.K, DefaultK)
+	c.MaxAge = cmp.Or(c.MaxAge, DefaultMaxAge)
+	c.Thresholds.SetDefaults()
+}
+
+// Check reports every field of a defaulted Config that is out of range to
+// bad, by its field path: k, maxAge, thresholds.healthy, hops.<key>. It is
+// the one definition of the ranges: New calls it, and so does config's
+// validation, which maps the paths to the file's (config/matrix.go).
+func (c Config) Check(bad func(field, format string, args ...any)) {
+	if c.GroupBy == "" {
+		bad("groupBy", "empty: node, or an agent label key")
 	}
-	if t.Alpha == 0 {
-		t.Alpha = 1e-6
+	if c.K < 1 || c.K > MaxK {
+		bad("k", "%d not in 1..%d", c.K, MaxK)
 	}
-	if t.VoteShare == 0 {
-		t.VoteShare = 0.05
+	if c.MaxAge <= 0 {
+		bad("maxAge", "%s must be positive", c.MaxAge)
 	}
-	if t.RackShare == 0 {
-		t.RackShare = 0.5
+	// Written as !(in range) so that NaN is out of range too.
+	th := c.Thresholds
+	if !(th.Healthy > 0 && th.Healthy < 1) {
+		bad("thresholds.healthy", "%v not in (0, 1): a loss ratio", th.Healthy)
 	}
-	if t.MinSent == 0 {
-		t.MinSent = 20
+	if !(th.Alpha > 0 && th.Alpha < 1) {
+		bad("thresholds.alpha", "%v not in (0, 1): a p-value", th.Alpha)
 	}
-	if t.MinScore == 0 {
-		t.MinScore = 0.01
+	if !(th.VoteShare > 0 && th.VoteShare <= 1) {
+		bad("thresholds.voteShare", "%v not in (0, 1]: a share of the votes", th.VoteShare)
 	}
+	if !(th.RackShare > 0 && th.RackShare <= 1) {
+		bad("thresholds.rackShare", "%v not in (0, 1]: a share of a rack's nodes", th.RackShare)
+	}
+	if th.MinSent < 1 {
+		bad("thresholds.minSent", "%d must be at least 1", th.MinSent)
+	}
+	if !(th.MinScore > 0 && th.MinScore <= 1) {
+		bad("thresholds.minScore", "%v not in (0, 1]: a share of the round's excess loss", th.MinScore)
+	}
+	parseHops(c.Hops, bad)
+}
+
+// Validate is Check with the problems joined.
+func (c Config) Validate() error {
+	var errs []error
+	c.Check(func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	})
+	return errors.Join(errs...)
 }
 
 // hopTable resolves addresses to device names by longest prefix.
@@ -89,9 +156,10 @@ type hopTable struct {
 	byLen []map[netip.Prefix]string
 }
 
-func parseHops(hops map[string]string) (hopTable, error) {
+// parseHops builds the table, reporting each bad entry to bad as
+// hops.<key>, the path config uses too.
+func parseHops(hops map[string]string, bad func(field, format string, args ...any)) hopTable {
 	var t hopTable
-	var errs []error
 	idx := map[int]int{}
 	keys := make([]string, 0, len(hops))
 	for k := range hops {
@@ -105,7 +173,7 @@ func parseHops(hops map[string]string) (hopTable, error) {
 		if strings.Contains(k, "/") {
 			p, err = netip.ParsePrefix(k)
 			if err == nil && p != p.Masked() {
-				errs = append(errs, fmt.Errorf("hops[%q]: host bits set (did you mean %s?)", k, p.Masked()))
+				bad("hops."+k, "host bits set (did you mean %s?)", p.Masked())
 				continue
 			}
 		} else {
@@ -117,11 +185,11 @@ func parseHops(hops map[string]string) (hopTable, error) {
 			}
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("hops[%q]: not an address or CIDR: %w", k, err))
+			bad("hops."+k, "key is neither an address nor a CIDR")
 			continue
 		}
 		if name == "" {
-			errs = append(errs, fmt.Errorf("hops[%q]: empty device name", k))
+			bad("hops."+k, "device name is empty")
 			continue
 		}
 		i, ok := idx[p.Bits()]
@@ -145,7 +213,7 @@ func parseHops(hops map[string]string) (hopTable, error) {
 		bits[j], byLen[j] = t.bits[i], t.byLen[i]
 	}
 	t.bits, t.byLen = bits, byLen
-	return t, errors.Join(errs...)
+	return t
 }
 
 // lookup returns the device name of addr, or "" when no entry covers it.

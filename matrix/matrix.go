@@ -79,45 +79,15 @@ type flowRec struct {
 	hopStart, hopEnd int32
 }
 
-// New returns an empty Matrix, or every problem with cfg at once.
+// New returns an empty Matrix, or every problem with cfg at once. Zero
+// fields take their defaults (Config.SetDefaults); the ranges are
+// Config.Check's.
 func New(cfg Config) (*Matrix, error) {
-	var errs []error
-	if cfg.GroupBy == "" {
-		cfg.GroupBy = "node"
-	}
-	if cfg.K < 0 {
-		errs = append(errs, fmt.Errorf("k: %d is negative", cfg.K))
-	}
-	if cfg.K == 0 {
-		cfg.K = 20
-	}
-	if cfg.MaxAge < 0 {
-		errs = append(errs, fmt.Errorf("maxAge: %v is negative", cfg.MaxAge))
-	}
-	if cfg.MaxAge == 0 {
-		cfg.MaxAge = 2 * time.Minute
-	}
-	th := cfg.Thresholds
-	if th.Healthy < 0 || th.Healthy >= 1 {
-		errs = append(errs, fmt.Errorf("thresholds.healthy: %v not in [0, 1)", th.Healthy))
-	}
-	if th.Alpha < 0 || th.Alpha >= 1 {
-		errs = append(errs, fmt.Errorf("thresholds.alpha: %v not in [0, 1)", th.Alpha))
-	}
-	if th.VoteShare < 0 || th.VoteShare > 1 {
-		errs = append(errs, fmt.Errorf("thresholds.voteShare: %v not in [0, 1]", th.VoteShare))
-	}
-	if th.RackShare < 0 || th.RackShare > 1 {
-		errs = append(errs, fmt.Errorf("thresholds.rackShare: %v not in [0, 1]", th.RackShare))
-	}
-	cfg.Thresholds.setDefaults()
-	hops, err := parseHops(cfg.Hops)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("matrix config: %w", err)
 	}
+	hops := parseHops(cfg.Hops, func(string, string, ...any) {})
 	return &Matrix{
 		cfg:       cfg,
 		hops:      hops,

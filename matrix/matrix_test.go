@@ -39,12 +39,12 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := New(Config{
 		K:          -1,
 		Hops:       map[string]string{"192.0.2.1/24": "tor1", "nonsense": "x", "192.0.2.9": ""},
-		Thresholds: Thresholds{Alpha: 2},
+		Thresholds: Thresholds{Alpha: 2, Healthy: 5, MinScore: -7},
 	})
 	if err == nil {
 		t.Fatal("New accepted a bad config")
 	}
-	for _, want := range []string{"k: -1", `hops["192.0.2.1/24"]: host bits set`, `hops["nonsense"]`, `hops["192.0.2.9"]: empty device name`, "thresholds.alpha"} {
+	for _, want := range []string{"k: -1", "hops.192.0.2.1/24: host bits set", "hops.nonsense:", "hops.192.0.2.9: device name is empty", "thresholds.alpha", "thresholds.healthy", "thresholds.minScore"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}

@@ -36,7 +36,7 @@ func TestUpperTailBoundsExact(t *testing.T) {
 func TestSignificant(t *testing.T) {
 	t.Parallel()
 	th := Thresholds{}
-	th.setDefaults()
+	th.SetDefaults()
 	for _, tc := range []struct {
 		name       string
 		lost, sent float64

@@ -35,3 +35,13 @@ func sendReason(err error) string {
 	}
 	return "send"
 }
+
+// joinChecks runs a Check method and joins what it reports, each problem
+// as "field: message".
+func joinChecks(check func(bad func(field, format string, args ...any))) error {
+	var errs []error
+	check(func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	})
+	return errors.Join(errs...)
+}

@@ -44,6 +44,16 @@ func (r ResetReason) String() string {
 	return "unknown"
 }
 
+// HTTP/2 pinger defaults and bounds. config fills probing.http2 from
+// these (config/http2.go), so that --check and a start agree.
+const (
+	DefaultHTTP2Timeout    = time.Second
+	DefaultHTTP2DeadAfter  = 3
+	MaxHTTP2DeadAfter      = 100
+	DefaultHTTP2MinBackoff = time.Second
+	DefaultHTTP2MaxBackoff = 30 * time.Second
+)
+
 // HTTP2Config configures NewHTTP2Pinger. The zero value pings h2c with
 // prior knowledge, one-second timeout, dead after 3 lost PINGs.
 type HTTP2Config struct {
@@ -112,28 +122,10 @@ func NewHTTP2Pinger(t Target, cfg HTTP2Config) (*HTTP2Pinger, error) {
 	if !t.Addr.IsValid() || t.Port == 0 {
 		errs = append(errs, fmt.Errorf("target %s: need an address and a port", t.Addr))
 	}
-	if cfg.Timeout < 0 || cfg.DeadAfter < 0 || cfg.MinBackoff < 0 || cfg.MaxBackoff < 0 {
-		errs = append(errs, errors.New("timeout, deadAfter and backoffs must not be negative"))
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
 	}
-	if !cfg.TLS && (cfg.CAFile != "" || cfg.InsecureSkipVerify || cfg.ServerName != "") {
-		errs = append(errs, errors.New("caFile, insecureSkipVerify and serverName need tls"))
-	}
-	if cfg.CAFile != "" && cfg.InsecureSkipVerify {
-		errs = append(errs, errors.New("caFile and insecureSkipVerify contradict each other: set one"))
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = time.Second
-	}
-	if cfg.DeadAfter == 0 {
-		cfg.DeadAfter = 3
-	}
-	if cfg.MinBackoff == 0 {
-		cfg.MinBackoff = time.Second
-	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = 30 * time.Second
-	}
-	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.MinBackoff)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -174,6 +166,48 @@ func NewHTTP2Pinger(t Target, cfg HTTP2Config) (*HTTP2Pinger, error) {
 	p.done, p.stopDone = context.WithCancel(context.Background())
 	return p, nil
 }
+
+// SetDefaults fills every zero field, and raises MaxBackoff to
+// MinBackoff.
+func (c *HTTP2Config) SetDefaults() {
+	c.Timeout = cmp.Or(c.Timeout, DefaultHTTP2Timeout)
+	c.DeadAfter = cmp.Or(c.DeadAfter, DefaultHTTP2DeadAfter)
+	c.MinBackoff = cmp.Or(c.MinBackoff, DefaultHTTP2MinBackoff)
+	c.MaxBackoff = max(cmp.Or(c.MaxBackoff, DefaultHTTP2MaxBackoff), c.MinBackoff)
+}
+
+// Check reports every field of a defaulted HTTP2Config that is out of
+// range or contradicts another to bad, by field name: timeout,
+// deadAfter, minBackoff, caFile, serverName,
+// insecureSkipVerify. It is the one definition of the ranges:
+// NewHTTP2Pinger runs it, and so does config's validation, which maps the
+// names to its own fields. It reads no file.
+func (c HTTP2Config) Check(bad func(field, format string, args ...any)) {
+	if c.Timeout <= 0 {
+		bad("timeout", "%s must be positive", c.Timeout)
+	}
+	if c.DeadAfter < 1 || c.DeadAfter > MaxHTTP2DeadAfter {
+		bad("deadAfter", "%d not in 1..%d", c.DeadAfter, MaxHTTP2DeadAfter)
+	}
+	if c.MinBackoff <= 0 {
+		bad("minBackoff", "%s must be positive", c.MinBackoff)
+	}
+	if !c.TLS {
+		for _, set := range []struct {
+			field string
+			on    bool
+		}{{"caFile", c.CAFile != ""}, {"serverName", c.ServerName != ""}, {"insecureSkipVerify", c.InsecureSkipVerify}} {
+			if set.on {
+				bad(set.field, "needs tls")
+			}
+		}
+	} else if c.CAFile != "" && c.InsecureSkipVerify {
+		bad("insecureSkipVerify", "contradicts caFile: set one")
+	}
+}
+
+// Validate is Check with the problems joined.
+func (c HTTP2Config) Validate() error { return joinChecks(c.Check) }
 
 func loadCAFile(name string) (*x509.CertPool, error) {
 	b, err := os.ReadFile(name)

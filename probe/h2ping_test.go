@@ -313,10 +313,12 @@ func TestNewHTTP2PingerErrors(t *testing.T) {
 		want   string
 	}{
 		{"no port", Target{Addr: target.Addr}, HTTP2Config{}, "need an address and a port"},
-		{"ca without tls", target, HTTP2Config{CAFile: "/ca.pem"}, "need tls"},
-		{"ca and skip", target, HTTP2Config{TLS: true, CAFile: "/nonexistent/ca.pem", InsecureSkipVerify: true}, "contradict"},
+		{"ca without tls", target, HTTP2Config{CAFile: "/ca.pem"}, "caFile: needs tls"},
+		{"ca and skip", target, HTTP2Config{TLS: true, CAFile: "/nonexistent/ca.pem", InsecureSkipVerify: true}, "contradicts caFile"},
 		{"missing ca", target, HTTP2Config{TLS: true, CAFile: "/nonexistent/ca.pem"}, "/nonexistent/ca.pem"},
-		{"negative", target, HTTP2Config{DeadAfter: -1}, "must not be negative"},
+		{"negative", target, HTTP2Config{DeadAfter: -1}, "deadAfter: -1 not in 1..100"},
+		{"dead after too many", target, HTTP2Config{DeadAfter: MaxHTTP2DeadAfter + 1}, "deadAfter: 101"},
+		{"negative timeout", target, HTTP2Config{Timeout: -time.Second}, "timeout: -1s must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewHTTP2Pinger(tc.target, tc.cfg)

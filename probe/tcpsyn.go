@@ -152,14 +152,25 @@ type TCPSYNConfig struct {
 	Logger   *slog.Logger
 }
 
+// Check reports every field out of range to bad, by field name: source,
+// ports. NewTCPSYN runs it before it opens anything.
+func (c TCPSYNConfig) Check(bad func(field, format string, args ...any)) {
+	if !c.Source.Is4() {
+		bad("source", "%s is not an IPv4 address", c.Source)
+	}
+	if c.Ports <= 0 || int(c.PortBase)+c.Ports > 65536 {
+		bad("ports", "%d source ports from %d do not fit below 65536", c.Ports, c.PortBase)
+	}
+}
+
+// Validate is Check with the problems joined.
+func (c TCPSYNConfig) Validate() error { return joinChecks(c.Check) }
+
 // NewTCPSYN opens the raw socket and reserves the source ports. It needs
 // CAP_NET_RAW. Run must be called to read replies.
 func NewTCPSYN(cfg TCPSYNConfig) (*TCPSYN, error) {
-	if !cfg.Source.Is4() {
-		return nil, fmt.Errorf("tcp_syn: source %s is not an IPv4 address", cfg.Source)
-	}
-	if cfg.Ports <= 0 || int(cfg.PortBase)+cfg.Ports > 65536 {
-		return nil, fmt.Errorf("tcp_syn: %d source ports from %d do not fit below 65536", cfg.Ports, cfg.PortBase)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("tcp_syn: %w", err)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

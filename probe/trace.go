@@ -65,8 +65,10 @@ const (
 	DefaultTraceConcurrency = 16
 	// DefaultTraceRetryGap is Linux's default net.ipv4.icmp_ratelimit.
 	DefaultTraceRetryGap = time.Second
-	maxTraceTTL          = 64
-	maxTraceProbes       = 100
+	// MaxTraceTTL and MaxTraceProbes bound MaxTTL and Probes (Check);
+	// config and the trace command take them from here.
+	MaxTraceTTL    = 64
+	MaxTraceProbes = 100
 )
 
 // SetDefaults fills zero fields.
@@ -91,29 +93,37 @@ func (c *TraceConfig) SetDefaults() {
 	}
 }
 
-// Validate reports every field out of range.
-func (c TraceConfig) Validate() error {
-	var errs []error
-	if c.MaxTTL < 1 || c.MaxTTL > maxTraceTTL {
-		errs = append(errs, fmt.Errorf("max-ttl: %d not in 1..%d", c.MaxTTL, maxTraceTTL))
+// Check reports every field of a defaulted TraceConfig that is out of
+// range to bad, by field name: maxTTL, probes, timeout, rate, retries,
+// concurrency. It is the one definition of the ranges: Trace runs it, and
+// so do config's validation and the trace command, which map the names
+// to their own fields and flags.
+func (c TraceConfig) Check(bad func(field, format string, args ...any)) {
+	if c.MaxTTL < 1 || c.MaxTTL > MaxTraceTTL {
+		bad("maxTTL", "%d not in 1..%d", c.MaxTTL, MaxTraceTTL)
 	}
-	if c.Probes < 1 || c.Probes > maxTraceProbes {
-		errs = append(errs, fmt.Errorf("probes: %d not in 1..%d", c.Probes, maxTraceProbes))
+	if c.Probes < 1 || c.Probes > MaxTraceProbes {
+		bad("probes", "%d not in 1..%d", c.Probes, MaxTraceProbes)
 	}
 	if c.Timeout <= 0 {
-		errs = append(errs, fmt.Errorf("timeout: %s must be positive", c.Timeout))
+		bad("timeout", "%s must be positive", c.Timeout)
 	}
-	if c.Rate <= 0 {
-		errs = append(errs, fmt.Errorf("rate: %g must be positive", c.Rate))
+	if !(c.Rate > 0) {
+		bad("rate", "%g must be positive", c.Rate)
 	}
 	if c.Retries < 0 || c.Probes+c.Retries > 255 {
-		errs = append(errs, fmt.Errorf("retries: %d not in 0..%d", c.Retries, 255-c.Probes))
+		bad("retries", "%d not in 0..%d", c.Retries, 255-c.Probes)
 	}
 	if c.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("concurrency: %d must be at least 1", c.Concurrency))
+		bad("concurrency", "%d must be at least 1", c.Concurrency)
 	}
-	return errors.Join(errs...)
+	if c.RetryGap <= 0 {
+		bad("retryGap", "%s must be positive", c.RetryGap)
+	}
 }
+
+// Validate is Check with the problems joined.
+func (c TraceConfig) Validate() error { return joinChecks(c.Check) }
 
 // Hop is one TTL of a traced flow.
 type Hop struct {

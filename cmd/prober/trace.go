@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"strings"
 	"syscall"
 	"time"
 
@@ -17,6 +17,9 @@ import (
 )
 
 const traceSynopsis = "[--flows N] [--port P] [--probes K] [--max-ttl T] [--json] [--source ADDR] HOST"
+
+// traceFlags names the flag of each probe.TraceConfig field that has one.
+var traceFlags = map[string]string{"maxTTL": "max-ttl", "concurrency": "flows"}
 
 // runTrace is `prober trace`: a one-shot multipath TCP SYN traceroute.
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -53,11 +56,9 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	cfg := probe.TraceConfig{MaxTTL: *maxTTL, Probes: *probes, Retries: *retries, Rate: *rate, Timeout: *timeout, Concurrency: *flows}
 	cfg.SetDefaults()
-	if err := cfg.Validate(); err != nil {
-		for _, line := range strings.Split(err.Error(), "\n") {
-			errs = append(errs, "--"+line)
-		}
-	}
+	cfg.Check(func(field, format string, args ...any) {
+		errs = append(errs, fmt.Sprintf("--%s: %s", cmp.Or(traceFlags[field], field), fmt.Sprintf(format, args...)))
+	})
 	var src netip.Addr
 	if *source != "" {
 		a, err := netip.ParseAddr(*source)
