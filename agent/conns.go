@@ -218,6 +218,12 @@ func (g *connGuard) limit(h http.Handler) http.Handler {
 		}
 		defer g.release(c, shared)
 		h.ServeHTTP(w, r)
+		if r.ProtoMajor == 2 {
+			// x/net's server flushes what the handler left in its buffer
+			// (4 KiB) only after the handler returns: flushing here keeps
+			// the slot until a client that does not read has the body.
+			http.NewResponseController(w).Flush()
+		}
 	})
 }
 
@@ -267,6 +273,24 @@ func (g *connGuard) release(c *guardedConn, shared bool) {
 			delete(g.sources, c.src)
 		}
 	}
+}
+
+// open is the number of connections held.
+func (g *connGuard) open() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.conns)
+}
+
+// inFlight is the number of requests being served.
+func (g *connGuard) inFlight() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, s := range g.sources {
+		n += s.requests
+	}
+	return n
 }
 
 // guardedConn is an accepted connection as connGuard tracks it.
@@ -327,10 +351,6 @@ func newConnMetrics(reg prometheus.Registerer, g *connGuard) *connMetrics {
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "prober_http_connections",
 		Help: "Connections the agent's HTTP server holds.",
-	}, func() float64 {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return float64(len(g.conns))
-	})
+	}, func() float64 { return float64(g.open()) })
 	return m
 }
