@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -374,4 +375,28 @@ func closedByServer(c net.Conn) bool {
 	c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	_, err := io.Copy(io.Discard, c)
 	return err == nil // io.Copy reports EOF as nil; a deadline is an error
+}
+
+// TestServerLimitsOverTLS: with TLS the server sees *tls.Conn; the guard
+// must still find its connection under it, for HTTP/1.1 and h2 alike.
+// With no request allowed per source, every request is refused.
+func TestServerLimitsOverTLS(t *testing.T) {
+	_, base := loopbackAgentWith(t, hostileAgentYAML+"tls: {selfSigned: true}\n", func(a *Agent) {
+		a.conns.lim.requestsPerSource = 0
+	})
+	base = strings.Replace(base, "http://", "https://", 1)
+	for _, h2 := range []bool{false, true} {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, Protocols: new(http.Protocols)}
+		tr.Protocols.SetHTTP1(!h2)
+		tr.Protocols.SetHTTP2(h2)
+		resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get(base + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.ProtoMajor != map[bool]int{false: 1, true: 2}[h2] {
+			t.Errorf("TLS %s with no request slots: %s, want 503", resp.Proto, resp.Status)
+		}
+	}
 }
