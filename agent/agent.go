@@ -11,10 +11,10 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
@@ -64,8 +64,12 @@ type Agent struct {
 	sem     chan struct{} // bounds probes in flight
 	sched   *scheduler
 	ln      net.Listener
+	conns   *connGuard // a.ln, the listener as the server sees it
 	srv     *http.Server
-	now     func() time.Time
+	// gen changes with the targets or labels: shared responses (shared.go)
+	// made before are not served again.
+	gen atomic.Uint64
+	now func() time.Time
 	// lbSettle is the package's constant; tests shorten it.
 	lbSettle time.Duration
 
@@ -168,7 +172,11 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 	if a.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
-	a.ln = netutil.LimitListener(a.ln, maxConnections)
+	lim := defaultServerLimits
+	lim.quietNew = max(lim.quietNew, 3*p.Interval.D()) // peers' PINGs keep their connections
+	lim.quiet = max(lim.quiet, 3*p.Interval.D())
+	a.conns = newConnGuard(a.ln, lim, a.reg)
+	a.ln = a.conns
 	if a.srv, err = a.newServer(); err != nil {
 		return nil, err
 	}
@@ -197,6 +205,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { return a.runFirstHop(gctx) })
 	g.Go(func() error { return a.sched.run(gctx) })
 	g.Go(a.serve)
+	g.Go(func() error { return a.conns.run(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
 		a.stopProbes()

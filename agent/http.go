@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,28 +16,61 @@ import (
 
 // newServer serves the agent's endpoints over HTTP/1.1 and h2c, or TLS,
 // and answers the other agents' HTTP/2 PINGs.
+//
+// Every request goes through the connection guard's slots (conns.go), and
+// /metrics and the observations are encoded once per sharedTTL for all
+// their readers (shared.go): promhttp's own in-flight cap made /metrics
+// answer 503 to everyone while 4 streams stalled.
 func (a *Agent) newServer() (*http.Server, error) {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg, MaxRequestsInFlight: 4}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
+	mux.Handle("GET /metrics", &sharedResponse{
+		h:       promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelError)}),
+		ttl:     sharedTTL,
+		variant: metricsVariant,
+		canon:   metricsCanon,
+		gen:     a.gen.Load,
 	})
-	mux.HandleFunc("GET "+api.ObservationsPath, a.serveObservations)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Length", "3")
+		w.Write(healthzBody)
+	})
+	mux.Handle("GET "+api.ObservationsPath, &sharedResponse{
+		h:       http.HandlerFunc(a.serveObservations),
+		ttl:     sharedTTL,
+		variant: observationsVariant,
+		gen:     a.gen.Load,
+	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, "prober agent %s (%s)\n\n/metrics\n/healthz\n%s\n", a.cfg.Name, Version, api.ObservationsPath)
 	})
-	return probe.NewResponder(mux, a.responderConfig())
+	srv, err := probe.NewResponder(a.conns.limit(mux), a.responderConfig())
+	if err != nil {
+		return nil, err
+	}
+	srv.ConnContext = a.conns.connContext
+	return srv, nil
 }
 
+var healthzBody = []byte("ok\n")
+
+// serveObservations encodes the observations whole before writing, so
+// that an encoding error is a 500 (an RTT of +Inf made the encoder fail
+// after the 200 went out: an empty page, issue 15).
 func (a *Agent) serveObservations(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
+	var b []byte
+	var err error
 	if r.URL.Query().Has("pretty") {
-		enc.SetIndent("", "  ")
+		b, err = json.MarshalIndent(a.Observations(), "", "  ")
+	} else {
+		b, err = json.Marshal(a.Observations())
 	}
-	if err := enc.Encode(a.Observations()); err != nil {
-		a.log.Debug("observations write", "err", err)
+	if err != nil {
+		a.log.Error("observations encode", "err", err)
+		http.Error(w, "observations encode failed", http.StatusInternalServerError)
+		return
 	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(b, '\n'))
 }
 
 // Observations snapshots every target's windows.

@@ -26,12 +26,6 @@ type HTTP2 struct {
 	InsecureSkipVerify bool
 }
 
-// maxConnections caps the connections the listener holds at once: every
-// agent of the cluster keeps one HTTP/2 connection to it (and a few
-// scrapes), so 1,024 leaves room for large clusters while bounding what a
-// misbehaving client can take. Accept waits while the cap is reached.
-const maxConnections = 1024
-
 // responderConfig is the HTTP server's configuration: TLS when the tls
 // block is set, else HTTP/1.1 and h2c on the listen address.
 func (a *Agent) responderConfig() probe.ResponderConfig {

@@ -69,6 +69,7 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 	}
 	added := 0
 	defer func() {
+		a.gen.Add(1) // after a.mu: readers that see the change get it
 		if len(gone) > 0 || added > 0 {
 			a.kickFirstHop() // other routes may say another first hop
 		}
@@ -215,6 +216,7 @@ func (a *Agent) SetLabels(l map[string]string) {
 	a.mu.Lock()
 	a.labels = maps.Clone(l)
 	a.mu.Unlock()
+	a.gen.Add(1)
 }
 
 // refusedNewFlow reports whether r is a refusal: a RST or unreachable from

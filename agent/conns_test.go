@@ -1,0 +1,402 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/config"
+)
+
+// TestServerUnderHostileClients holds 1,100 idle h2c connections (preface
+// and SETTINGS sent, no stream) and tries 1,000 stalled streams (the
+// client's windows are 0, so no byte of a body can go) from many loopback
+// sources, and checks that /healthz and /metrics still answer quickly
+// (issue 15: the kubelet would have restarted the pod). The goal is
+// 100 ms p99; the assertion keeps a margin for a loaded 2-core machine
+// and the measured figures are logged (docs/performance.md).
+func TestServerUnderHostileClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("holds 2,000 loopback connections")
+	}
+	needFiles(t, 6000)
+	a, base := loopbackAgentWith(t, hostileAgentYAML, func(a *Agent) {
+		a.conns.lim.quietNew = time.Minute // the attack is held for the whole test
+	})
+	addr := strings.TrimPrefix(base, "http://")
+	lim := a.conns.lim
+	var held []net.Conn
+	t.Cleanup(func() { closeAll(held) })
+
+	// 1,000 idle connections from 20 sources within their share, then
+	// 100 from one source that gets 64 of them.
+	dialed := 0
+	for i := range 1100 {
+		src := loopback(1, 1+i/50)
+		if i >= 1000 {
+			src = loopback(1, 200)
+		}
+		c := dialFrom(t, src, addr)
+		held = append(held, c)
+		dialed++
+		// A write may fail: the server closes what it refuses.
+		write(c, []byte(http2.ClientPreface), settingsFrame(t))
+	}
+	// 1,000 stalled streams: 125 sources with 8 each. Each source's first
+	// is served, 256 more take the shared slots, the rest get 503.
+	paths := []string{api.ObservationsPath, "/metrics", "/", "/healthz"}
+	for s := range 125 {
+		c := dialFrom(t, loopback(2, 1+s), addr)
+		held = append(held, c)
+		dialed++
+		var ps []string
+		for i := range 8 {
+			ps = append(ps, paths[(s+i)%len(paths)])
+		}
+		stallStreams(t, c, addr, ps)
+	}
+	for _, c := range held[dialed-125:] {
+		awaitHeaders(t, c, 8)
+	}
+	wantHeld := 125 + lim.requests
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		n := a.conns.inFlight()
+		seen := a.conns.open() + int(counter(a.conns.m.closed, "evicted")+counter(a.conns.m.refused, "per_source")+counter(a.conns.m.refused, "full"))
+		return n == wantHeld && seen == dialed, fmt.Sprintf("%d stalled requests held, want %d; %d connections accepted or refused, want %d", n, wantHeld, seen, dialed)
+	})
+	if n := a.conns.open(); n > lim.conns {
+		t.Errorf("%d connections held, cap %d", n, lim.conns)
+	}
+	if got := counter(a.conns.m.refused, "per_source"); got < 100-float64(lim.connsPerSource) {
+		t.Errorf("%v connections refused per source, want >= %d", got, 100-lim.connsPerSource)
+	}
+	if got := counter(a.conns.m.requestsRefused, "full"); got != float64(1000-wantHeld) {
+		t.Errorf("%v requests refused (server full), want %d", got, 1000-wantHeld)
+	}
+
+	// The kubelet: a new connection per probe. Prometheus: a keep-alive one.
+	kubelet := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, DialContext: dialerFrom(loopback(3, 1))}}
+	prom := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dialerFrom(loopback(3, 2))}}
+	defer prom.CloseIdleConnections()
+	const n = 50
+	for _, ep := range []struct {
+		path   string
+		client *http.Client
+		want   string
+	}{
+		{"/healthz", kubelet, "ok\n"},
+		{"/metrics", prom, "prober_http_connections "},
+	} {
+		var lat []time.Duration
+		for range n {
+			start := time.Now()
+			body, status := fetch(t, ep.client, base+ep.path)
+			lat = append(lat, time.Since(start))
+			if status != http.StatusOK || !strings.Contains(body, ep.want) {
+				t.Fatalf("%s under attack: %d %.80q", ep.path, status, body)
+			}
+		}
+		slices.Sort(lat)
+		p99 := lat[(n*99+99)/100-1]
+		t.Logf("%s under attack: p50 %v p99 %v (%d requests)", ep.path, lat[n/2], p99, n)
+		// The goal is 100 ms; 1 s still leaves the kubelet's default 1 s
+		// probe timeout unmet only on a machine too loaded to test on.
+		if p99 > time.Second {
+			t.Errorf("%s under attack: p99 %v, want <= 1s (goal 100ms)", ep.path, p99)
+		}
+	}
+	t.Logf("held: %d connections (%v evicted, %v refused per source), %d stalled requests (%v refused)",
+		a.conns.open(), counter(a.conns.m.closed, "evicted"), counter(a.conns.m.refused, "per_source"),
+		a.conns.inFlight(), counter(a.conns.m.requestsRefused, "full")+counter(a.conns.m.requestsRefused, "per_source"))
+}
+
+// TestServerStalledReadersMemory: readers of the observations that never
+// read used to hold an encoding each (an agent went from 47 to 696 MB);
+// now they share one, so the heap grows by their streams' state only.
+func TestServerStalledReadersMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("holds hundreds of loopback streams")
+	}
+	needFiles(t, 2000)
+	a, base := loopbackAgentWith(t, hostileAgentYAML, nil)
+	addr := strings.TrimPrefix(base, "http://")
+	// 256 targets with labels make a body of a large agent's size.
+	var ts []Target
+	for i := range 256 {
+		labels := map[string]string{}
+		for j := range 16 {
+			labels[fmt.Sprintf("label%02d", j)] = strings.Repeat("v", 48)
+		}
+		ts = append(ts, Target{Name: fmt.Sprintf("node-%03d", i), Addr: netip.MustParseAddr("192.0.2.1"), Class: "node", Port: 9,
+			Labels: labels, HTTP2: HTTP2{Mode: config.HTTP2None}})
+	}
+	if err := a.SetTargets(context.Background(), ts); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := fetch(t, http.DefaultClient, base+api.ObservationsPath)
+	const sources, perSource = 50, 8
+	const bound = 16 << 20
+	if n := sources * perSource * len(body); n < 2*bound {
+		t.Fatalf("body %d bytes: %d stalled readers holding one each (%d bytes) would not exceed the bound %d twice", len(body), sources*perSource, n, bound)
+	}
+	before := heapInUse()
+	var held []net.Conn
+	t.Cleanup(func() { closeAll(held) })
+	for s := range sources {
+		c := dialFrom(t, loopback(4, 1+s), addr)
+		held = append(held, c)
+		stallStreams(t, c, addr, slices.Repeat([]string{api.ObservationsPath}, perSource))
+	}
+	for _, c := range held {
+		awaitHeaders(t, c, perSource)
+	}
+	want := min(sources*perSource, sources+a.conns.lim.requests)
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		n := a.conns.inFlight()
+		return n == want, fmt.Sprintf("%d stalled readers held, want %d", n, want)
+	})
+	growth := int64(heapInUse()) - int64(before)
+	t.Logf("heap in use grew by %.1f MiB with %d stalled readers of a %d-byte body", float64(growth)/(1<<20), want, len(body))
+	if growth > bound {
+		t.Errorf("heap in use grew by %d bytes with %d stalled readers, want <= %d", growth, want, bound)
+	}
+}
+
+const hostileAgentYAML = `
+name: lo1
+class: node
+listen: 127.0.0.1:0
+probing: {interval: 1s, protocols: [http2_ping]}
+`
+
+// loopback is 127.x.y.1-style source address x.y.z: 127.0.0.0/8 is all
+// loopback, so one machine gives the tests as many sources as they need.
+func loopback(x, y int) netip.Addr {
+	return netip.AddrFrom4([4]byte{127, byte(x), byte(y >> 8), byte(y)})
+}
+
+func dialerFrom(src netip.Addr) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), Timeout: 5 * time.Second}
+	return d.DialContext
+}
+
+func dialFrom(t *testing.T, src netip.Addr, addr string) net.Conn {
+	t.Helper()
+	c, err := dialerFrom(src)(context.Background(), "tcp4", addr)
+	if err != nil {
+		t.Fatalf("dial from %s: %v", src, err)
+	}
+	return c
+}
+
+func write(c net.Conn, bs ...[]byte) error {
+	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	for _, b := range bs {
+		if _, err := c.Write(b); err != nil {
+			return fmt.Errorf("write to %s: %w", c.RemoteAddr(), err)
+		}
+	}
+	return nil
+}
+
+// settingsFrame is a client's SETTINGS with a 0 initial stream window: the
+// server may send headers but no byte of any body.
+func settingsFrame(t *testing.T) []byte {
+	var b bytes.Buffer
+	if err := http2.NewFramer(&b, nil).WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// stallStreams opens a stream on c for each path, as an h2c client that
+// never reads: each request is served up to its body, then waits.
+func stallStreams(t *testing.T, c net.Conn, authority string, paths []string) {
+	t.Helper()
+	var b, hb bytes.Buffer
+	b.WriteString(http2.ClientPreface)
+	b.Write(settingsFrame(t))
+	fr := http2.NewFramer(&b, nil)
+	enc := hpack.NewEncoder(&hb)
+	for i, p := range paths {
+		hb.Reset()
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", authority}, {":path", p}} {
+			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := write(c, b.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitHeaders reads c until the server answered n streams with HEADERS:
+// their handlers have been refused, or are writing their bodies (and wait
+// for a window the client never opens).
+func awaitHeaders(t *testing.T, c net.Conn, n int) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	defer c.SetReadDeadline(time.Time{})
+	fr := http2.NewFramer(nil, c)
+	for seen := 0; seen < n; {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("%s: %d of %d streams answered: %v", c.LocalAddr(), seen, n, err)
+		}
+		if _, ok := f.(*http2.HeadersFrame); ok {
+			seen++
+		}
+	}
+}
+
+func fetch(t *testing.T, c *http.Client, url string) (string, int) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return string(b), resp.StatusCode
+}
+
+func closeAll(cs []net.Conn) {
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	var msg string
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var ok bool
+		if ok, msg = cond(); ok {
+			return
+		}
+	}
+	t.Fatalf("after %v: %s", d, msg)
+}
+
+func counter(v *prometheus.CounterVec, label string) float64 {
+	return testutil.ToFloat64(v.WithLabelValues(label))
+}
+
+// needFiles raises the test process's soft limit on open files to n (each
+// loopback connection is two), or skips.
+func needFiles(t *testing.T, n uint64) {
+	t.Helper()
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		t.Fatal(err)
+	}
+	if l.Cur >= n {
+		return
+	}
+	if l.Max < n {
+		t.Skipf("needs %d open files, the hard limit is %d", n, l.Max)
+	}
+	l.Cur = n
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		t.Skipf("raise open files to %d: %v", n, err)
+	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// TestServerClosesQuietConnections: a connection whose client sends
+// nothing after its preface is closed after quietNew; one that only sends
+// PINGs (a peer's pinger) is traffic and stays.
+func TestServerClosesQuietConnections(t *testing.T) {
+	a, base := loopbackAgentWith(t, hostileAgentYAML, func(a *Agent) {
+		a.conns.lim.quietNew, a.conns.lim.sweep = 300*time.Millisecond, 50*time.Millisecond
+	})
+	addr := strings.TrimPrefix(base, "http://")
+	idle, pinger := dialFrom(t, loopback(5, 1), addr), dialFrom(t, loopback(5, 2), addr)
+	defer idle.Close()
+	defer pinger.Close()
+	for _, c := range []net.Conn{idle, pinger} {
+		if err := write(c, []byte(http2.ClientPreface), settingsFrame(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ping bytes.Buffer
+	if err := http2.NewFramer(&ping, nil).WritePing(false, [8]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	for range 15 { // 1.5 s: five times quietNew
+		if err := write(pinger, ping.Bytes()); err != nil {
+			t.Fatalf("pinger: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := closedByServer(idle); !got {
+		t.Error("idle connection still open after 5 x quietNew")
+	}
+	if got := closedByServer(pinger); got {
+		t.Error("pinging connection closed")
+	}
+	if n := counter(a.conns.m.closed, "quiet"); n != 1 {
+		t.Errorf("%v quiet connections closed, want 1", n)
+	}
+}
+
+// closedByServer reads what the server sent on c and reports whether it
+// ended the connection.
+func closedByServer(c net.Conn) bool {
+	c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	_, err := io.Copy(io.Discard, c)
+	return err == nil // io.Copy reports EOF as nil; a deadline is an error
+}
+
+// TestServerLimitsOverTLS: with TLS the server sees *tls.Conn; the guard
+// must still find its connection under it, for HTTP/1.1 and h2 alike.
+// With no request allowed per source, every request is refused.
+func TestServerLimitsOverTLS(t *testing.T) {
+	_, base := loopbackAgentWith(t, hostileAgentYAML+"tls: {selfSigned: true}\n", func(a *Agent) {
+		a.conns.lim.requestsPerSource = 0
+	})
+	base = strings.Replace(base, "http://", "https://", 1)
+	for _, h2 := range []bool{false, true} {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, Protocols: new(http.Protocols)}
+		tr.Protocols.SetHTTP1(!h2)
+		tr.Protocols.SetHTTP2(h2)
+		resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get(base + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.ProtoMajor != map[bool]int{false: 1, true: 2}[h2] {
+			t.Errorf("TLS %s with no request slots: %s, want 503", resp.Proto, resp.Status)
+		}
+	}
+}
