@@ -103,8 +103,10 @@ const (
 	DefaultPort               = 9808
 	DefaultSourcePortBase     = 61000
 	DefaultMaxTargets         = 256
-	maxFlows                  = 64
-	maxSourcePorts            = 4096
+	// The matrix refuses reports beyond these (api/limits.go): an
+	// agent's config must never let it send one.
+	maxFlows       = api.MaxFlows
+	maxSourcePorts = api.MaxReportTargets
 )
 
 // LoadAgent reads, defaults and validates an agent configuration file.

@@ -94,6 +94,17 @@ func TestKubeDeployDryRun(t *testing.T) {
 	if strings.Contains(strings.ToLower(out), "warning") {
 		t.Errorf("dry run warned:\n%s", out)
 	}
+	// The optional NetworkPolicies need no CRD: the API server checks
+	// them too.
+	out, err = s.Kubectl(t.Context(), "apply", "--dry-run=server", "-f", peerstest.RepoFile(t, "deploy/optional/networkpolicy.yaml"))
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	for _, want := range []string{"networkpolicy.networking.k8s.io/prober-pod-agents", "networkpolicy.networking.k8s.io/prober-matrix"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run did not apply %s:\n%s", want, out)
+		}
+	}
 }
 
 // TestKubeRBAC asks the API server what each ServiceAccount may do: the

@@ -114,6 +114,7 @@ func TestHostileMatrix(t *testing.T) {
 		{"40 slow readers of the matrix", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each attack has its own matrix process
 			agents := urls
 			if tc.rogue != nil {
 				agents = append(append([]string(nil), urls...), tc.rogue(t))
