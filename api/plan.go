@@ -29,6 +29,10 @@ type Peer struct {
 	Group string `json:"group,omitempty"`
 	// Node is the node a pod peer runs on.
 	Node string `json:"node,omitempty"`
+	// Pod is the pod of the agent that reports as this peer (a node
+	// peer's node agent, a pod peer itself): the matrix checks that the
+	// agent's token names it.
+	Pod string `json:"pod,omitempty"`
 	// Labels are node, zone and rack when known.
 	Labels map[string]string `json:"labels,omitempty"`
 	// Backends are, for an lb peer, the node and pod peers behind it.

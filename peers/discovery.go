@@ -282,18 +282,21 @@ func (l *listers) snapshot() []Peer {
 	for _, n := range nodes {
 		byName[n.Name] = n
 	}
-	agents := map[string]bool{}
+	agents := map[string]string{} // node name -> its node agent's pod
 	nodePods, _ := l.nodePods.List(everything)
 	for _, p := range nodePods {
-		if podServing(p) {
-			agents[p.Spec.NodeName] = true
+		// Two serving (a rollout's overlap): the first by name, so that
+		// equal caches give equal snapshots.
+		if q, ok := agents[p.Spec.NodeName]; podServing(p) && (!ok || p.Name < q) {
+			agents[p.Spec.NodeName] = p.Name
 		}
 	}
 	podPods, _ := l.podPods.List(everything)
 	out := make([]Peer, 0, len(nodes)+len(podPods)+2)
 	for _, n := range nodes {
 		if p, ok := nodePeer(n, l.rackLabel, l.port); ok {
-			p.Agent = agents[n.Name]
+			p.AgentPod = agents[n.Name]
+			p.Agent = p.AgentPod != ""
 			out = append(out, p)
 		}
 	}

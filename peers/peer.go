@@ -90,6 +90,9 @@ type Peer struct {
 	// node DaemonSet is on it, and on every pod peer: the peers whose
 	// observations the matrix can fetch.
 	Agent bool
+	// AgentPod is the agent's pod: a node peer's node agent, a pod
+	// peer itself. The matrix checks the agent's token names it.
+	AgentPod string
 	// Backends are, for an lb peer, the names of the node and pod peers
 	// that serve it: its Service's ready endpoints that are peers, sorted.
 	// Endpoints that are no peer are left out.
@@ -105,7 +108,7 @@ func (p Peer) String() string {
 // Equal reports whether p and q are the same in every field.
 func (p Peer) Equal(q Peer) bool {
 	return p.Name == q.Name && p.Class == q.Class && p.Addr == q.Addr && p.Port == q.Port &&
-		p.Unschedulable == q.Unschedulable && p.Agent == q.Agent && maps.Equal(p.Labels, q.Labels) &&
+		p.Unschedulable == q.Unschedulable && p.Agent == q.Agent && p.AgentPod == q.AgentPod && maps.Equal(p.Labels, q.Labels) &&
 		slices.Equal(p.Backends, q.Backends) && p.HTTP2 == q.HTTP2
 }
 
@@ -148,7 +151,7 @@ func Wire(ps []Peer) []api.Peer {
 	out := make([]api.Peer, len(ps))
 	for i, p := range ps {
 		w := api.Peer{Name: p.Name, Class: p.Class, Address: p.Addr.String(), Port: p.Port,
-			Labels: p.Labels, Backends: p.Backends}
+			Labels: p.Labels, Backends: p.Backends, Pod: p.AgentPod}
 		if p.Class == ClassPod {
 			w.Node = p.Labels[LabelNode]
 		}
