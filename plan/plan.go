@@ -85,6 +85,10 @@ func (p *Plans) Agent(name string) (api.AgentPlan, bool) {
 		Node: self.Node, Labels: self.Labels, Targets: make([]Peer, len(p.targets[i]))}
 	for k, j := range p.targets[i] {
 		t := p.peers[j]
+		// The pod behind a peer is the matrix's to check tokens with;
+		// an agent needs none, and a restarted peer agent must not
+		// change every plan that probes it.
+		t.Pod = ""
 		if self.Class == api.ClassPod && t.HTTP2 != nil && t.HTTP2.APIServer {
 			t.HTTP2 = &api.PeerHTTP2{Mode: api.HTTP2None}
 		}

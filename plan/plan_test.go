@@ -166,8 +166,8 @@ func TestVersionCoversEveryField(t *testing.T) {
 	check := func(what string, pick func(*api.AgentPlan) reflect.Value) {
 		typ := pick(&api.AgentPlan{Targets: []Peer{{HTTP2: &api.PeerHTTP2{}}}}).Type()
 		for i := range typ.NumField() {
-			if typ.Field(i).Name == "Version" {
-				continue
+			if n := typ.Field(i).Name; n == "Version" || what == "Peer" && n == "Pod" {
+				continue // Pod: Plans.Agent never sends it (TestAgentPlanSendsNoPod)
 			}
 			a := base()
 			change(pick(&a), i)
@@ -179,4 +179,25 @@ func TestVersionCoversEveryField(t *testing.T) {
 	check("AgentPlan", func(a *api.AgentPlan) reflect.Value { return reflect.ValueOf(a).Elem() })
 	check("Peer", func(a *api.AgentPlan) reflect.Value { return reflect.ValueOf(&a.Targets[0]).Elem() })
 	check("PeerHTTP2", func(a *api.AgentPlan) reflect.Value { return reflect.ValueOf(a.Targets[0].HTTP2).Elem() })
+}
+
+// TestAgentPlanSendsNoPod: the agents' pods are the matrix's to check
+// tokens with; a plan carries none, so a peer agent's restart changes no
+// other agent's plan.
+func TestAgentPlanSendsNoPod(t *testing.T) {
+	t.Parallel()
+	peers := []Peer{
+		{Name: "n1", Class: api.ClassNode, Address: "192.0.2.1", Pod: "prober-node-a"},
+		{Name: "n2", Class: api.ClassNode, Address: "192.0.2.2", Pod: "prober-node-b"},
+	}
+	p := Build(peers, BuildOptions{})
+	before, _ := p.Agent("n1")
+	peers[1].Pod = "prober-node-c"
+	after, _ := Build(peers, BuildOptions{}).Agent("n1")
+	if len(before.Targets) != 1 || before.Targets[0].Pod != "" {
+		t.Errorf("n1's plan: %+v, want n2 without its pod", before.Targets)
+	}
+	if before.Version != after.Version {
+		t.Error("n2's agent pod changed n1's plan version")
+	}
 }
