@@ -78,6 +78,9 @@ type Agent struct {
 	routes  routeLookup
 	hopKick chan struct{}
 
+	// pull guards the observations when the matrix plans (pullkey.go).
+	pull pullKey
+
 	mu       sync.Mutex
 	targets  map[string]*target
 	labels   map[string]string // its own, reported in observations
@@ -138,6 +141,9 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 		routes:   firstHopRoutes,
 		hopKick:  make(chan struct{}, 1),
 	}
+	// An agent the matrix plans for serves its observations to the matrix
+	// alone (pullkey.go).
+	a.pull.required.Store(cfg.KubernetesDiscovery())
 	p := cfg.Probing
 	burst := max(1, int(p.MaxProbesPerSecond/5)) // two of the scheduler's bursts (schedule.go)
 	a.limiter = rate.NewLimiter(rate.Limit(p.MaxProbesPerSecond), burst)

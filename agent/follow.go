@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/netprober/prober/api"
@@ -31,6 +33,10 @@ type PlanSource struct {
 	Wait time.Duration
 	// Transport carries the requests; nil: a direct (never proxied) one.
 	Transport http.RoundTripper
+	// TokenFile is the agent's projected ServiceAccount token, read for
+	// every request (the kubelet replaces it before it expires); empty:
+	// none is sent.
+	TokenFile string
 }
 
 // maxPlanBody bounds one plan: 4,096 targets of a few hundred bytes.
@@ -56,14 +62,16 @@ func (a *Agent) Follow(ctx context.Context, src PlanSource) error {
 	u := src.URL + api.AgentPlanPath + url.PathEscape(a.cfg.Name)
 	version, backoff, failing := "", time.Second, false
 	for ctx.Err() == nil {
-		plan, err := fetchPlan(ctx, client, u, version, wait)
+		plan, err := a.fetchPlan(ctx, client, u, version, wait, src.TokenFile)
 		switch {
 		case ctx.Err() != nil:
 		case err != nil:
 			if !failing {
 				a.log.Warn("plan: matrix unreachable or no plan yet; probing the last plan", "matrix", src.URL, "err", err)
 			}
-			failing = true
+			// Ask afresh next time: a matrix that restarted answers at
+			// once, with the pull key it now presents.
+			failing, version = true, ""
 			select {
 			case <-ctx.Done():
 			case <-time.After(backoff):
@@ -85,7 +93,7 @@ func (a *Agent) Follow(ctx context.Context, src PlanSource) error {
 
 // fetchPlan long-polls for a plan other than version; nil, nil when the
 // matrix says not modified.
-func fetchPlan(ctx context.Context, c *http.Client, u, version string, wait time.Duration) (*api.AgentPlan, error) {
+func (a *Agent) fetchPlan(ctx context.Context, c *http.Client, u, version string, wait time.Duration, tokenFile string) (*api.AgentPlan, error) {
 	q := url.Values{"wait": {strconv.Itoa(int(wait / time.Second))}}
 	if version != "" {
 		q.Set("version", version)
@@ -95,11 +103,21 @@ func fetchPlan(ctx context.Context, c *http.Client, u, version string, wait time
 		return nil, err
 	}
 	req.Header.Set("User-Agent", "prober-agent/"+Version)
+	if tokenFile != "" {
+		tok, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes.tokenFile: %w (deploy/ projects the token there; without it the matrix refuses the plan)", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNotModified {
+		a.pull.set(resp.Header.Get(api.PullKeyHeader))
+	}
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusNotModified:

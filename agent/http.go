@@ -34,12 +34,12 @@ func (a *Agent) newServer() (*http.Server, error) {
 		w.Header().Set("Content-Length", "3")
 		w.Write(healthzBody)
 	})
-	mux.Handle("GET "+api.ObservationsPath, &sharedResponse{
+	mux.Handle("GET "+api.ObservationsPath, a.pull.guard(&sharedResponse{
 		h:       http.HandlerFunc(a.serveObservations),
 		ttl:     sharedTTL,
 		variant: observationsVariant,
 		gen:     a.gen.Load,
-	})
+	}))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, "prober agent %s (%s)\n\n/metrics\n/healthz\n%s\n", a.cfg.Name, Version, api.ObservationsPath)
 	})

@@ -15,6 +15,18 @@ const (
 // MaxPlanWait bounds how long one long-poll of an agent's plan is held.
 const MaxPlanWait = 60
 
+// Authentication between the agents and the matrix (docs/security.md).
+const (
+	// AgentTokenAudience is the audience of the projected ServiceAccount
+	// token an agent presents (Authorization: Bearer) on its long-poll;
+	// the API server accepts no token of this audience.
+	AgentTokenAudience = "prober"
+	// PullKeyHeader carries, on the answers to an agent's authenticated
+	// long-poll, the key the matrix presents (Authorization: Bearer)
+	// when it pulls that agent's observations.
+	PullKeyHeader = "X-Prober-Pull-Key"
+)
+
 // Peer is one endpoint of the probe plan: an agent, or a target an agent
 // probes. The plan, the matrix and the agents share this one type.
 type Peer struct {

@@ -56,6 +56,17 @@ type Kubernetes struct {
 	// Service and apiServerLB; empty means DefaultAPIServerCAFile (see
 	// APIServerCA). Agents only.
 	APIServerCAFile string `json:"apiServerCAFile,omitempty"`
+	// TokenFile is the projected ServiceAccount token (audience
+	// api.AgentTokenAudience) the agent proves itself to the matrix with;
+	// empty means DefaultTokenFile. Agents only.
+	TokenFile string `json:"tokenFile,omitempty"`
+	// AgentAuth is how the matrix authenticates agents' long-polls:
+	// token (their projected ServiceAccount tokens, verified against the
+	// API server's signing keys) or none. Matrix only.
+	AgentAuth string `json:"agentAuth,omitempty"`
+	// AgentServiceAccount is the agents' ServiceAccount, which their
+	// tokens must name. Matrix only.
+	AgentServiceAccount string `json:"agentServiceAccount,omitempty"`
 }
 
 // Kubernetes discovery defaults, as in deploy/daemonset.yaml.
@@ -71,6 +82,13 @@ const (
 	DefaultAPIServerCAFile = "/etc/kube-root-ca/ca.crt"
 	// MatrixService is the name of the matrix's Service.
 	MatrixService = "prober-matrix"
+	// DefaultTokenFile is where deploy/ projects the agents' token.
+	DefaultTokenFile = "/var/run/secrets/prober/token"
+	// AgentAuthToken and AgentAuthNone are the values of agentAuth.
+	AgentAuthToken = "token"
+	AgentAuthNone  = "none"
+	// DefaultAgentServiceAccount is the agents' ServiceAccount in deploy/.
+	DefaultAgentServiceAccount = "prober-agent"
 	// DefaultMatrixPort is the matrix's listen port in deploy/.
 	DefaultMatrixPort = 9809
 )
@@ -80,6 +98,13 @@ func (c *Agent) KubernetesDiscovery() bool { return c.Discovery == DiscoveryKube
 
 // setAgentDefaults fills the unset fields an agent uses.
 func (k *Kubernetes) setAgentDefaults() {
+	k.setNamespace()
+	if k.TokenFile == "" {
+		k.TokenFile = DefaultTokenFile
+	}
+}
+
+func (k *Kubernetes) setNamespace() {
 	if k.Namespace == "" {
 		k.Namespace = DefaultNamespace
 	}
@@ -87,7 +112,13 @@ func (k *Kubernetes) setAgentDefaults() {
 
 // SetDefaults fills the unset fields the matrix uses.
 func (k *Kubernetes) SetDefaults() {
-	k.setAgentDefaults()
+	k.setNamespace()
+	if k.AgentAuth == "" {
+		k.AgentAuth = AgentAuthToken
+	}
+	if k.AgentServiceAccount == "" {
+		k.AgentServiceAccount = DefaultAgentServiceAccount
+	}
 	if k.NodeAgentSelector == "" {
 		k.NodeAgentSelector = DefaultNodeAgentSelector
 	}
@@ -141,7 +172,10 @@ func (k *Kubernetes) APIServerLBAddr() netip.AddrPort {
 	return ap
 }
 
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+var (
+	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+)
 
 // validateDiscovery reports the discovery problems through bad. Label
 // selectors are parsed by package peers at start (config does not import
@@ -183,6 +217,7 @@ func (k *Kubernetes) validateAgent(bad func(field, format string, args ...any)) 
 		{"kubeconfig", k.Kubeconfig != ""}, {"nodeAgentSelector", k.NodeAgentSelector != ""},
 		{"podAgentSelector", k.PodAgentSelector != ""}, {"rackLabel", k.RackLabel != ""},
 		{"apiServerLB", k.APIServerLB != ""}, {"agentPort", k.AgentPort != 0},
+		{"agentAuth", k.AgentAuth != ""}, {"agentServiceAccount", k.AgentServiceAccount != ""},
 	} {
 		if f.set {
 			bad("kubernetes."+f.name, "the matrix's setting: agents read no API and plan nothing; move it to the matrix config (docs/kubernetes.md)")
@@ -211,8 +246,14 @@ func (k *Kubernetes) validateMatrix(bad func(field, format string, args ...any))
 			bad("kubernetes.apiServerLB", "%q is not an IPv4:port such as 203.0.113.10:6443", k.APIServerLB)
 		}
 	}
-	if k.Matrix != "" || k.APIServerCAFile != "" {
-		bad("kubernetes", "matrix and apiServerCAFile are agents' settings; the matrix config takes neither")
+	if k.Matrix != "" || k.APIServerCAFile != "" || k.TokenFile != "" {
+		bad("kubernetes", "matrix, apiServerCAFile and tokenFile are agents' settings; the matrix config takes none of them")
+	}
+	if k.AgentAuth != AgentAuthToken && k.AgentAuth != AgentAuthNone {
+		bad("kubernetes.agentAuth", "%q not one of %s, %s", k.AgentAuth, AgentAuthToken, AgentAuthNone)
+	}
+	if !dnsSubdomain.MatchString(k.AgentServiceAccount) {
+		bad("kubernetes.agentServiceAccount", "%q is not a ServiceAccount name", k.AgentServiceAccount)
 	}
 }
 

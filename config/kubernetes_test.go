@@ -77,3 +77,41 @@ func TestMatrixURL(t *testing.T) {
 		t.Errorf("configured: %s", got)
 	}
 }
+
+// TestAgentAuthSettings: the token file is the agent's, agentAuth and the
+// agents' ServiceAccount the matrix's, each defaulted on its own side and
+// refused with its field named on the other.
+func TestAgentAuthSettings(t *testing.T) {
+	t.Parallel()
+	a, err := ParseAgent("a.yaml", []byte("class: pod\nlisten: 0.0.0.0:9808\ndiscovery: kubernetes\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Kubernetes.TokenFile != DefaultTokenFile || a.Kubernetes.AgentAuth != "" {
+		t.Errorf("agent: %+v", a.Kubernetes)
+	}
+	m, err := ParseMatrix("m.yaml", []byte("listen: 198.18.1.11:9809\ndiscovery: kubernetes\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Kubernetes.AgentAuth != AgentAuthToken || m.Kubernetes.AgentServiceAccount != DefaultAgentServiceAccount || m.Kubernetes.TokenFile != "" {
+		t.Errorf("matrix: %+v", m.Kubernetes)
+	}
+	for _, tc := range []struct{ name, agent, matrix, want string }{
+		{"agentAuth on an agent", "kubernetes: {agentAuth: none}", "", "kubernetes.agentAuth: the matrix's setting"},
+		{"agentServiceAccount on an agent", "kubernetes: {agentServiceAccount: x}", "", "kubernetes.agentServiceAccount: the matrix's setting"},
+		{"tokenFile on the matrix", "", "kubernetes: {tokenFile: /t}", "tokenFile are agents' settings"},
+		{"an unknown agentAuth", "", "kubernetes: {agentAuth: tls}", `kubernetes.agentAuth: "tls" not one of token, none`},
+		{"a bad ServiceAccount", "", "kubernetes: {agentServiceAccount: Prober_Agent}", "kubernetes.agentServiceAccount"},
+	} {
+		var err error
+		if tc.agent != "" {
+			_, err = ParseAgent("a.yaml", []byte("class: pod\nlisten: 0.0.0.0:9808\ndiscovery: kubernetes\n"+tc.agent+"\n"))
+		} else {
+			_, err = ParseMatrix("m.yaml", []byte("listen: 198.18.1.11:9809\ndiscovery: kubernetes\n"+tc.matrix+"\n"))
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}

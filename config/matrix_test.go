@@ -47,7 +47,7 @@ func TestMatrixBad(t *testing.T) {
 		"kube block":    {"listen: 198.18.1.11:9809\nagents: [http://a:1]\nkubernetes: {namespace: x}\n", "kubernetes: set, but discovery is static"},
 		"kube ns":       {"listen: 198.18.1.11:9809\ndiscovery: kubernetes\nkubernetes: {namespace: Not_A_Name}\n", "kubernetes.namespace"},
 		"discovery":     {"listen: 198.18.1.11:9809\ndiscovery: consul\n", "discovery"},
-		"agent's field": {"listen: 198.18.1.11:9809\ndiscovery: kubernetes\nkubernetes: {matrix: http://a:1}\n", "kubernetes: matrix and apiServerCAFile"},
+		"agent's field": {"listen: 198.18.1.11:9809\ndiscovery: kubernetes\nkubernetes: {matrix: http://a:1}\n", "kubernetes: matrix, apiServerCAFile and tokenFile are agents' settings"},
 		"plan":          {"listen: 198.18.1.11:9809\nagents: [http://a:1]\nplan: {maxTargets: -1}\n", "plan.maxTargets"},
 		"plan ingroup":  {"listen: 198.18.1.11:9809\nagents: [http://a:1]\nplan: {inGroup: 2}\n", "plan.inGroup"},
 		"plan rotation": {"listen: 198.18.1.11:9809\nagents: [http://a:1]\nplan: {rotation: 5s}\n", "plan.rotation"},

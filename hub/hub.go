@@ -20,6 +20,7 @@ import (
 
 	"github.com/netprober/prober/agent"
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/auth"
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/matrix"
 )
@@ -41,6 +42,8 @@ type Hub struct {
 	diag   matrix.Diagnosis
 	agents []string          // base URLs pulled each round
 	names  map[string]string // agent name by URL, from discovery
+	pods   map[string]string // agent pod by agent name, from discovery
+	auth   *agentAuth        // nil without discovery: kubernetes
 	pulls  map[string]*pull  // by agent URL
 	// owner is the URL each agent name's accepted reports come from, and
 	// owned its reverse: a name never moves to another address while
@@ -76,6 +79,10 @@ type Options struct {
 	// Transport carries the pulls; nil uses a direct (never proxied)
 	// transport. The lab passes one that dials inside a namespace.
 	Transport http.RoundTripper
+	// SigningKeys fetches the API server's ServiceAccount signing keys,
+	// with which the matrix verifies the agents' tokens (discovery:
+	// kubernetes with agentAuth: token; peers.Discovery.SigningKeys).
+	SigningKeys func(context.Context) (*auth.Keys, error)
 }
 
 // Check runs every check of cfg that New runs before it opens anything:
@@ -112,6 +119,15 @@ func New(cfg *config.Matrix, logger *slog.Logger, opts Options) (*Hub, error) {
 			MaxIdleConnsPerHost: 1,
 			IdleConnTimeout:     3 * cfg.Interval.D(),
 		}
+	}
+	if cfg.KubernetesDiscovery() {
+		keys := opts.SigningKeys
+		if cfg.Kubernetes.AgentAuth != config.AgentAuthToken {
+			keys = nil
+		} else if keys == nil {
+			return nil, errors.New("kubernetes.agentAuth: token needs the API server's signing keys (hub.Options.SigningKeys)")
+		}
+		h.auth = newAgentAuth(keys, cfg.Kubernetes.Namespace, cfg.Kubernetes.AgentServiceAccount)
 	}
 	h.diag.Suspects = []matrix.Suspect{}
 	h.agents = slices.Clone(cfg.Agents)
@@ -170,6 +186,9 @@ func (h *Hub) Run(ctx context.Context) error {
 func (h *Hub) Round(ctx context.Context) {
 	start := time.Now()
 	agents := h.agentURLs()
+	h.mu.Lock()
+	names := h.names
+	h.mu.Unlock()
 	results := make([]*pull, len(agents))
 	obs := make([]*api.Observations, len(agents))
 	sem := make(chan struct{}, h.cfg.Concurrency)
@@ -185,7 +204,7 @@ func (h *Hub) Round(ctx context.Context) {
 				return
 			}
 			defer func() { <-sem }()
-			obs[i], results[i] = h.fetch(ctx, u)
+			obs[i], results[i] = h.fetch(ctx, u, names[u])
 		}()
 	}
 	wg.Wait()
@@ -282,7 +301,9 @@ func (h *Hub) logChanges(prev, cur matrix.Diagnosis) {
 	}
 }
 
-func (h *Hub) fetch(ctx context.Context, base string) (*api.Observations, *pull) {
+// fetch pulls the agent at base; name is the agent discovery found
+// there, whose pull key the request carries ("" without discovery).
+func (h *Hub) fetch(ctx context.Context, base, name string) (*api.Observations, *pull) {
 	p := &pull{URL: base}
 	fail := func(reason string, err error) (*api.Observations, *pull) {
 		p.Reason, p.Error, p.At = reason, err.Error(), h.now()
@@ -293,6 +314,9 @@ func (h *Hub) fetch(ctx context.Context, base string) (*api.Observations, *pull)
 		return fail("request", err)
 	}
 	req.Header.Set("User-Agent", "prober-matrix/"+agent.Version)
+	if h.auth != nil && name != "" {
+		req.Header.Set("Authorization", "Bearer "+h.auth.pullKey(name))
+	}
 	resp, err := h.client.Do(req)
 	if err != nil {
 		var ne net.Error

@@ -11,6 +11,7 @@ type hubMetrics struct {
 	rounds       prometheus.Counter
 	roundSeconds prometheus.Histogram
 	pullErrors   *prometheus.CounterVec
+	authFailures *prometheus.CounterVec
 	planAgents   prometheus.Gauge
 	planBuilds   prometheus.Counter
 }
@@ -27,6 +28,10 @@ func newHubMetrics(reg prometheus.Registerer, h *Hub) *hubMetrics {
 			Help:    "Wall time of one round: pulls, matrix and localization.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
 		}),
+		authFailures: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "prober_matrix_agent_auth_failures_total",
+			Help: "Agents' plan requests refused by reason (no_token, invalid, serviceaccount, pod): an agent without a valid token for its pod gets no plan and is not pulled.",
+		}, []string{"reason"}),
 		pullErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "prober_matrix_pull_errors_total",
 			Help: "Failed pulls of an agent's observations by reason (timeout, connect, http, decode, invalid, identity): no data, not loss.",

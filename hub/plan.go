@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/auth"
 	"github.com/netprober/prober/plan"
 )
 
@@ -51,9 +52,15 @@ func (h *Hub) SetPeers(peers []api.Peer, agents map[string]string) {
 		urls = append(urls, u)
 		names[u] = name
 	}
+	pods := make(map[string]string, len(agents))
+	for _, p := range peers {
+		if p.Pod != "" {
+			pods[p.Name] = p.Pod
+		}
+	}
 	h.SetAgents(urls)
 	h.mu.Lock()
-	h.names = names
+	h.names, h.pods = names, pods
 	h.mu.Unlock()
 	h.plan.mu.Lock()
 	h.plan.peers = slices.Clone(peers)
@@ -158,12 +165,23 @@ func (h *Hub) serveAgentPlan(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = min(time.Duration(secs)*time.Second, api.MaxPlanWait*time.Second)
 	}
+	var claims *auth.Claims
+	if h.auth != nil {
+		var err *authError
+		if claims, err = h.auth.token(r.Context(), r, h.now()); err != nil {
+			h.refuseAgent(w, name, err)
+			return
+		}
+	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
 		h.plan.mu.Lock()
 		p, v, changed := h.plan.plans, h.plan.version[name], h.plan.changed
 		h.plan.mu.Unlock()
+		if v != "" && !h.keyAgent(w, claims, name) {
+			return
+		}
 		if v != "" && v != have {
 			ap, _ := p.Agent(name)
 			h.writeJSON(w, r, ap)
@@ -183,6 +201,29 @@ func (h *Hub) serveAgentPlan(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
+}
+
+// keyAgent checks that the long-poll's token is of name's pod and puts
+// name's pull key on the answer; false when it refused the request.
+func (h *Hub) keyAgent(w http.ResponseWriter, claims *auth.Claims, name string) bool {
+	if h.auth == nil {
+		return true
+	}
+	h.mu.Lock()
+	pod := h.pods[name]
+	h.mu.Unlock()
+	if err := h.auth.bind(claims, name, pod); err != nil {
+		h.refuseAgent(w, name, err)
+		return false
+	}
+	w.Header().Set(api.PullKeyHeader, h.auth.pullKey(name))
+	return true
+}
+
+func (h *Hub) refuseAgent(w http.ResponseWriter, name string, err *authError) {
+	h.met.authFailures.WithLabelValues(err.reason).Inc()
+	h.log.Debug("agent plan refused", "agent", name, "err", err)
+	http.Error(w, err.Error(), err.status)
 }
 
 // servePlan answers PlanPath: every agent's plan, streamed agent by agent

@@ -155,6 +155,9 @@ func createAgentPod(ctx context.Context, c kubernetes.Interface, name, component
 	p, err := c.CoreV1().Pods(config.DefaultNamespace).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": "prober", "app.kubernetes.io/component": component}},
 		Spec: corev1.PodSpec{NodeName: nodeName, TerminationGracePeriodSeconds: &grace, HostNetwork: component == "node",
+			// As deploy/ runs them: the agents' ServiceAccount, whose
+			// tokens bound to this pod the matrix accepts, and no API token.
+			ServiceAccountName: config.DefaultAgentServiceAccount, AutomountServiceAccountToken: new(bool),
 			Containers: []corev1.Container{{Name: "prober", Image: "ghcr.io/netprober/prober:test"}}},
 	}, metav1.CreateOptions{})
 	if err != nil {

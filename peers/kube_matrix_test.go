@@ -97,14 +97,15 @@ type runningMatrix struct {
 	stop    func()
 }
 
-func startMatrix(t *testing.T, s *peerstest.Server, name string) *runningMatrix {
+// startMatrix starts the matrix; agentAuth is its kubernetes.agentAuth.
+func startMatrix(t *testing.T, s *peerstest.Server, name, agentAuth string) *runningMatrix {
 	t.Helper()
 	kc, err := s.Kubeconfig(name, "system:serviceaccount:prober:prober-matrix")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.ParseMatrix(name+".yaml", fmt.Appendf(nil,
-		"listen: 127.0.0.1:0\ndiscovery: kubernetes\nkubernetes: {kubeconfig: %q}\nlog: text\n", kc))
+		"listen: 127.0.0.1:0\ndiscovery: kubernetes\nkubernetes: {kubeconfig: %q, agentAuth: %s}\nlog: text\n", kc, agentAuth))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,16 +113,16 @@ func startMatrix(t *testing.T, s *peerstest.Server, name string) *runningMatrix 
 	// thousands of lines here.
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	m := &runningMatrix{cfg: cfg}
-	h, err := hub.New(cfg, log, hub.Options{Transport: m.loopbackOnly()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	k := cfg.Kubernetes
 	client, err := peers.NewClient(k.Kubeconfig, "prober-test/"+name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d, err := peers.New(client, peers.MatrixConfig(k), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := hub.New(cfg, log, hub.Options{Transport: m.loopbackOnly(), SigningKeys: d.SigningKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestKubeMatrixPlan(t *testing.T) {
 	s := apiServer(t)
 	agents := loadCluster(t, s)
 	start := time.Now()
-	m := startMatrix(t, s, "matrix-plan")
+	m := startMatrix(t, s, "matrix-plan", config.AgentAuthToken)
 	v := m.awaitPlan(t, agents, 2*time.Minute)
 	took := time.Since(start)
 
@@ -517,7 +518,9 @@ func TestKubeAPILoad(t *testing.T) {
 	own := sent.per(t, s, touched)
 
 	// After: the matrix, and 100 then 1,000 agents on long-polls.
-	m := startMatrix(t, s, "matrix-load")
+	// The simulated agents hold no tokens: this measures the API
+	// server's load, and TestKubeAgentAuth the tokens.
+	m := startMatrix(t, s, "matrix-load", config.AgentAuthNone)
 	m.awaitPlan(t, agents, 2*time.Minute)
 	reqs := discoveryRequests(t, s)
 	few := startPollers(m.URL, agents[:100])

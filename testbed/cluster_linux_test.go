@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/lab"
 	"github.com/netprober/prober/lab/labtest"
 	"github.com/netprober/prober/matrix"
@@ -93,6 +95,7 @@ func TestCluster(t *testing.T) {
 	}
 	r.waitAgents(ctx, t, "the matrix to see every agent")
 	r.noAgentToken(ctx, t)
+	r.guarded(ctx, t)
 	r.completePlan(ctx, t)
 
 	prom := r.startPrometheus(ctx, kube, dir)
@@ -312,6 +315,38 @@ func (r *clusterRun) noAgentToken(ctx context.Context, t *testing.T) {
 	}
 	if pods != 2*len(r.c.Fabric.Nodes()) {
 		t.Errorf("%d agent pods, want 2 per node:\n%s", pods, out)
+	}
+}
+
+// guarded: the agents reach the matrix with their projected tokens and
+// the matrix pulls them with its keys (every agent is fresh), while a
+// client with neither gets no agent's plan and no agent's observations.
+func (r *clusterRun) guarded(ctx context.Context, t *testing.T) {
+	t.Helper()
+	v, err := r.matrix.Matrix(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, p := range v.Pulls {
+		if !p.OK || p.Agent == "" {
+			continue
+		}
+		for _, u := range []string{r.matrix.Base + api.AgentPlanPath + p.Agent + "?wait=0", p.URL + api.ObservationsPath} {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+			resp, err := r.matrix.Client.Do(req)
+			if err != nil {
+				t.Fatalf("GET %s: %v", u, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("GET %s without credentials: %s, want 401", u, resp.Status)
+			}
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Error("no agent pulled: nothing to check")
 	}
 }
 

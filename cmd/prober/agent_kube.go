@@ -52,7 +52,7 @@ func planSource(cfg *config.Agent, getenv func(string) string) (*agent.PlanSourc
 			return nil, err
 		}
 	}
-	return &agent.PlanSource{URL: k.MatrixURL(getenv), APIServerCAFile: k.APIServerCA(), Labels: cfg.Labels}, nil
+	return &agent.PlanSource{URL: k.MatrixURL(getenv), APIServerCAFile: k.APIServerCA(), Labels: cfg.Labels, TokenFile: k.TokenFile}, nil
 }
 
 // runAgentWith probes until ctx ends, following the matrix's plan when

@@ -33,7 +33,11 @@ func runMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		log.Error("matrix start", "err", err)
 		return exitRuntime
 	}
-	h, err := hub.New(cfg, log, hub.Options{})
+	var opts hub.Options
+	if d != nil {
+		opts.SigningKeys = d.SigningKeys
+	}
+	h, err := hub.New(cfg, log, opts)
 	if err != nil {
 		log.Error("matrix start", "err", err)
 		return exitRuntime

@@ -1,0 +1,171 @@
+package hub
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/auth"
+)
+
+// agentAuth authenticates the agents' long-polls and keys the matrix's
+// pulls (docs/security.md). An agent proves its pod with its projected
+// ServiceAccount token, verified here against the API server's signing
+// keys, not by a TokenReview per request (seed 003). The answers to an
+// authenticated long-poll carry the key the matrix presents when it pulls
+// that agent, and the agent serves its observations to that key alone.
+type agentAuth struct {
+	// keys fetches the API server's signing keys; nil when agents'
+	// tokens are not checked (agentAuth: none).
+	keys           func(context.Context) (*auth.Keys, error)
+	namespace, sa  string
+	secret         [32]byte
+	fetching       sync.Mutex
+	mu             sync.Mutex
+	current        *auth.Keys
+	fetched        time.Time
+	fetchErr       error
+	verified       map[string]*auth.Claims // by token, until it expires
+	refetchAtLeast time.Duration
+}
+
+// maxVerified bounds the verified-token cache: two agents a node at
+// 10,000 nodes, each token replaced hourly by the kubelet.
+const maxVerified = 1 << 16
+
+func newAgentAuth(keys func(context.Context) (*auth.Keys, error), namespace, sa string) *agentAuth {
+	a := &agentAuth{keys: keys, namespace: namespace, sa: sa, verified: map[string]*auth.Claims{},
+		refetchAtLeast: 10 * time.Second}
+	rand.Read(a.secret[:])
+	return a
+}
+
+// pullKey is the key the matrix presents to agent name: derived, so that
+// it needs no state per agent.
+func (a *agentAuth) pullKey(name string) string {
+	m := hmac.New(sha256.New, a.secret[:])
+	m.Write([]byte(name))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// authError is a refused long-poll: its status and why.
+type authError struct {
+	status int
+	reason string // the metric's label
+	err    error
+}
+
+func (e *authError) Error() string { return e.err.Error() }
+
+func refuse(status int, reason string, format string, args ...any) *authError {
+	return &authError{status: status, reason: reason, err: fmt.Errorf(format, args...)}
+}
+
+// token verifies r's bearer token: signed by the API server, for
+// prober's audience, of a pod of the agents' ServiceAccount. nil claims
+// with nil error: tokens are not checked.
+func (a *agentAuth) token(ctx context.Context, r *http.Request, now time.Time) (*auth.Claims, *authError) {
+	if a.keys == nil {
+		return nil, nil
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || tok == "" {
+		return nil, refuse(http.StatusUnauthorized, "no_token", "no bearer token: agents present their projected ServiceAccount token (audience %q)", api.AgentTokenAudience)
+	}
+	a.mu.Lock()
+	c := a.verified[tok]
+	a.mu.Unlock()
+	if c == nil || !now.Before(c.Expiry) {
+		var err error
+		if c, err = a.verify(ctx, tok, now); err != nil {
+			return nil, refuse(http.StatusUnauthorized, "invalid", "token: %v", err)
+		}
+	}
+	if c.Namespace != a.namespace || c.ServiceAccount != a.sa {
+		return nil, refuse(http.StatusForbidden, "serviceaccount", "token of %s/%s, want the agents' ServiceAccount %s/%s", c.Namespace, c.ServiceAccount, a.namespace, a.sa)
+	}
+	return c, nil
+}
+
+func (a *agentAuth) verify(ctx context.Context, tok string, now time.Time) (*auth.Claims, error) {
+	keys, err := a.signingKeys(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	c, err := keys.Verify(tok, api.AgentTokenAudience, now)
+	if errors.Is(err, auth.ErrUnknownKey) {
+		// The API server may have rotated its keys.
+		if keys, err = a.signingKeys(ctx, true); err != nil {
+			return nil, err
+		}
+		c, err = keys.Verify(tok, api.AgentTokenAudience, now)
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	if len(a.verified) >= maxVerified {
+		clear(a.verified)
+	}
+	a.verified[tok] = c
+	a.mu.Unlock()
+	return c, nil
+}
+
+// signingKeys returns the API server's keys, fetching them the first time
+// and, when refresh is asked, again at most every refetchAtLeast: a flood
+// of tokens signed by unknown keys costs the API server one request per
+// 10 s.
+func (a *agentAuth) signingKeys(ctx context.Context, refresh bool) (*auth.Keys, error) {
+	// fetching serializes fetches without holding mu, which the cached
+	// tokens' checks take.
+	a.fetching.Lock()
+	defer a.fetching.Unlock()
+	a.mu.Lock()
+	cur, fetched := a.current, a.fetched
+	a.mu.Unlock()
+	if cur != nil && (!refresh || time.Since(fetched) < a.refetchAtLeast) {
+		return cur, nil
+	}
+	if cur == nil && time.Since(fetched) < time.Second {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return nil, a.fetchErr // the last try failed a moment ago
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	k, err := a.keys(fctx)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.fetched = time.Now()
+	if err != nil {
+		a.fetchErr = fmt.Errorf("the API server's signing keys: %w", err)
+		if cur != nil {
+			return cur, nil // keep verifying with the keys we have
+		}
+		return nil, a.fetchErr
+	}
+	a.current = k
+	return k, nil
+}
+
+// bind checks that the token's pod is the agent's pod discovery found:
+// a pod may fetch its own plan and be pulled with its own key only.
+func (a *agentAuth) bind(c *auth.Claims, name, pod string) *authError {
+	if c == nil {
+		return nil
+	}
+	if c.Pod != pod {
+		return refuse(http.StatusForbidden, "pod", "token of pod %s, but agent %s is pod %s", c.Pod, name, pod)
+	}
+	return nil
+}
