@@ -29,6 +29,7 @@ type clusterRun struct {
 	t      *testing.T
 	c      *testbed.Cluster
 	matrix testbed.MatrixClient
+	keys   map[string]string // pull keys by node agent (pullKey)
 }
 
 // TestCluster is prober as it ships, on a real cluster: deploy/ applied

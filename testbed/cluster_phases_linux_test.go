@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/dashboards/dashtest"
 	"github.com/netprober/prober/lab"
 	"github.com/netprober/prober/matrix"
@@ -204,7 +205,7 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T) {
 		if agents == 0 || time.Since(start) < 20*time.Second {
 			n := 0
 			for _, h := range nodes {
-				obs, err := r.observations(ctx, h.Addr)
+				obs, err := r.observations(ctx, h)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -368,7 +369,7 @@ spec:
 		if n < len(r.c.Fabric.Nodes()) {
 			return fmt.Errorf("%d sources probe %s", n, svc)
 		}
-		obs, err := r.observations(ctx, r.c.Fabric.Nodes()[0].Addr)
+		obs, err := r.observations(ctx, r.c.Fabric.Nodes()[0])
 		if err != nil {
 			return err
 		}
@@ -508,18 +509,63 @@ func (r *clusterRun) podAgents(ctx context.Context, t *testing.T) []string {
 	return names
 }
 
-// observations reads a node agent's report through the fabric.
-func (r *clusterRun) observations(ctx context.Context, node netip.Addr) (api.Observations, error) {
+// observations reads a node agent's report through the fabric, with the
+// key the matrix pulls it with (pullKey).
+func (r *clusterRun) observations(ctx context.Context, node lab.Host) (api.Observations, error) {
 	var obs api.Observations
-	err := getJSON(ctx, r.c, "http://"+netip.AddrPortFrom(node, 9808).String()+api.ObservationsPath, &obs)
+	key, err := r.pullKey(ctx, node.Name)
+	if err != nil {
+		return obs, err
+	}
+	err = getJSON(ctx, r.c, "http://"+netip.AddrPortFrom(node.Addr, 9808).String()+api.ObservationsPath, &obs, key)
 	return obs, err
 }
 
-func getJSON(ctx context.Context, c *testbed.Cluster, url string, v any) error {
+// pullKey gets the key the matrix pulls node's agent with, as the agent
+// does: a token of the agent's pod (kubectl create token, as the kubelet
+// projects it) on a request for its plan.
+func (r *clusterRun) pullKey(ctx context.Context, node string) (string, error) {
+	if k := r.keys[node]; k != "" {
+		return k, nil
+	}
+	pod, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=node",
+		"--field-selector", "spec.nodeName="+node, "-o", "jsonpath={.items[0].metadata.name}")
+	if err != nil {
+		return "", fmt.Errorf("node agent pod on %s: %v: %s", node, err, pod)
+	}
+	tok, err := r.c.Kubectl(ctx, "-n", "prober", "create", "token", config.DefaultAgentServiceAccount, "--audience", api.AgentTokenAudience,
+		"--bound-object-kind", "Pod", "--bound-object-name", strings.TrimSpace(pod), "--duration", "1h")
+	if err != nil {
+		return "", fmt.Errorf("token for %s: %v: %s", pod, err, tok)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.matrix.Base+api.AgentPlanPath+node+"?wait=0", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(tok))
+	resp, err := r.matrix.Client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	resp.Body.Close()
+	key := resp.Header.Get(api.PullKeyHeader)
+	if resp.StatusCode != http.StatusOK || key == "" {
+		return "", fmt.Errorf("%s's plan with its pod's token: %s, pull key %q", node, resp.Status, key)
+	}
+	if r.keys == nil {
+		r.keys = map[string]string{}
+	}
+	r.keys[node] = key
+	return key, nil
+}
+
+// getJSON GETs url into v, presenting key as the matrix does.
+func getJSON(ctx context.Context, c *testbed.Cluster, url string, v any, key string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
+	req.Header.Set("Authorization", "Bearer "+key)
 	client := c.HTTPClient(5 * time.Second)
 	defer client.CloseIdleConnections()
 	resp, err := client.Do(req)
