@@ -1,11 +1,13 @@
 package config
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 )
@@ -67,6 +69,11 @@ type Kubernetes struct {
 	// AgentServiceAccount is the agents' ServiceAccount, which their
 	// tokens must name. Matrix only.
 	AgentServiceAccount string `json:"agentServiceAccount,omitempty"`
+	// PullKeySecretFile holds the secret the matrix derives the agents'
+	// pull keys from; empty: a random one per process. Replicas of the
+	// matrix share it (a Secret mounted in each), so that an agent
+	// answers every replica. Matrix only.
+	PullKeySecretFile string `json:"pullKeySecretFile,omitempty"`
 }
 
 // Kubernetes discovery defaults, as in deploy/daemonset.yaml.
@@ -218,6 +225,7 @@ func (k *Kubernetes) validateAgent(bad func(field, format string, args ...any)) 
 		{"podAgentSelector", k.PodAgentSelector != ""}, {"rackLabel", k.RackLabel != ""},
 		{"apiServerLB", k.APIServerLB != ""}, {"agentPort", k.AgentPort != 0},
 		{"agentAuth", k.AgentAuth != ""}, {"agentServiceAccount", k.AgentServiceAccount != ""},
+		{"pullKeySecretFile", k.PullKeySecretFile != ""},
 	} {
 		if f.set {
 			bad("kubernetes."+f.name, "the matrix's setting: agents read no API and plan nothing; move it to the matrix config (docs/kubernetes.md)")
@@ -255,10 +263,32 @@ func (k *Kubernetes) validateMatrix(bad func(field, format string, args ...any))
 	if !dnsSubdomain.MatchString(k.AgentServiceAccount) {
 		bad("kubernetes.agentServiceAccount", "%q is not a ServiceAccount name", k.AgentServiceAccount)
 	}
+	if k.PullKeySecretFile != "" {
+		if _, err := k.PullKeySecret(); err != nil {
+			bad("kubernetes.pullKeySecretFile", "%v", err)
+		}
+	}
 }
 
 func (k *Kubernetes) validateNamespace(bad func(field, format string, args ...any)) {
 	if !dnsLabel.MatchString(k.Namespace) {
 		bad("kubernetes.namespace", "%q is not a namespace name", k.Namespace)
 	}
+}
+
+// minPullKeySecret is the shortest secret pullKeySecretFile may hold.
+const minPullKeySecret = 32
+
+// PullKeySecret reads PullKeySecretFile: at least 32 bytes, surrounding
+// whitespace dropped (a Secret written with echo ends in a newline).
+func (k *Kubernetes) PullKeySecret() ([]byte, error) {
+	b, err := os.ReadFile(k.PullKeySecretFile)
+	if err != nil {
+		return nil, err
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < minPullKeySecret {
+		return nil, fmt.Errorf("%s: %d bytes, want at least %d (head -c 48 /dev/urandom | base64)", k.PullKeySecretFile, len(b), minPullKeySecret)
+	}
+	return b, nil
 }

@@ -115,3 +115,24 @@ func TestAgentAuthSettings(t *testing.T) {
 		}
 	}
 }
+
+func TestPullKeySecretFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	short, good := dir+"/short", dir+"/good"
+	os.WriteFile(short, []byte("too short\n"), 0o600)
+	os.WriteFile(good, []byte(strings.Repeat("k", 40)+"\n"), 0o600)
+	m, err := ParseMatrix("m.yaml", []byte("listen: 198.18.1.11:9809\ndiscovery: kubernetes\nkubernetes: {pullKeySecretFile: "+good+"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := m.Kubernetes.PullKeySecret(); err != nil || len(b) != 40 {
+		t.Errorf("secret %q %v: want 40 bytes, the newline dropped", b, err)
+	}
+	for _, f := range []string{short, dir + "/missing"} {
+		_, err := ParseMatrix("m.yaml", []byte("listen: 198.18.1.11:9809\ndiscovery: kubernetes\nkubernetes: {pullKeySecretFile: "+f+"}\n"))
+		if err == nil || !strings.Contains(err.Error(), "kubernetes.pullKeySecretFile") {
+			t.Errorf("%s: %v, want refused with the field", f, err)
+		}
+	}
+}

@@ -28,7 +28,7 @@ type agentAuth struct {
 	// tokens are not checked (agentAuth: none).
 	keys           func(context.Context) (*auth.Keys, error)
 	namespace, sa  string
-	secret         [32]byte
+	secret         []byte
 	fetching       sync.Mutex
 	mu             sync.Mutex
 	current        *auth.Keys
@@ -42,17 +42,21 @@ type agentAuth struct {
 // 10,000 nodes, each token replaced hourly by the kubelet.
 const maxVerified = 1 << 16
 
-func newAgentAuth(keys func(context.Context) (*auth.Keys, error), namespace, sa string) *agentAuth {
+// newAgentAuth: secret derives the pull keys; nil draws one.
+func newAgentAuth(keys func(context.Context) (*auth.Keys, error), namespace, sa string, secret []byte) *agentAuth {
 	a := &agentAuth{keys: keys, namespace: namespace, sa: sa, verified: map[string]*auth.Claims{},
-		refetchAtLeast: 10 * time.Second}
-	rand.Read(a.secret[:])
+		refetchAtLeast: 10 * time.Second, secret: secret}
+	if a.secret == nil {
+		a.secret = make([]byte, 32)
+		rand.Read(a.secret)
+	}
 	return a
 }
 
 // pullKey is the key the matrix presents to agent name: derived, so that
 // it needs no state per agent.
 func (a *agentAuth) pullKey(name string) string {
-	m := hmac.New(sha256.New, a.secret[:])
+	m := hmac.New(sha256.New, a.secret)
 	m.Write([]byte(name))
 	return hex.EncodeToString(m.Sum(nil))
 }

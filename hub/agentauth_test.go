@@ -68,3 +68,17 @@ func TestPullsCarryTheAgentsKey(t *testing.T) {
 		t.Errorf("the pull of n11 carried %q, want its key", got)
 	}
 }
+
+// Replicas given one secret hand out the same pull keys, so an agent
+// answers either; without one each process draws its own.
+func TestPullKeySecretShared(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	a, b := newAgentAuth(nil, "prober", "prober-agent", secret), newAgentAuth(nil, "prober", "prober-agent", secret)
+	if a.pullKey("n11") != b.pullKey("n11") || a.pullKey("n11") == a.pullKey("n12") {
+		t.Error("one secret: keys differ between replicas, or agents share one")
+	}
+	c, d := newAgentAuth(nil, "prober", "prober-agent", nil), newAgentAuth(nil, "prober", "prober-agent", nil)
+	if c.pullKey("n11") == d.pullKey("n11") {
+		t.Error("drawn secrets gave equal keys")
+	}
+}

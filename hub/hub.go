@@ -127,7 +127,13 @@ func New(cfg *config.Matrix, logger *slog.Logger, opts Options) (*Hub, error) {
 		} else if keys == nil {
 			return nil, errors.New("kubernetes.agentAuth: token needs the API server's signing keys (hub.Options.SigningKeys)")
 		}
-		h.auth = newAgentAuth(keys, cfg.Kubernetes.Namespace, cfg.Kubernetes.AgentServiceAccount)
+		var secret []byte
+		if cfg.Kubernetes.PullKeySecretFile != "" {
+			if secret, err = cfg.Kubernetes.PullKeySecret(); err != nil {
+				return nil, fmt.Errorf("kubernetes.pullKeySecretFile: %w", err)
+			}
+		}
+		h.auth = newAgentAuth(keys, cfg.Kubernetes.Namespace, cfg.Kubernetes.AgentServiceAccount, secret)
 	}
 	h.diag.Suspects = []matrix.Suspect{}
 	h.agents = slices.Clone(cfg.Agents)
