@@ -12,17 +12,16 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 
 	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/config"
+	"github.com/netprober/prober/probe/probetest"
 )
 
 // TestServerUnderHostileClients holds 1,100 idle h2c connections (preface
@@ -36,7 +35,7 @@ func TestServerUnderHostileClients(t *testing.T) {
 	if testing.Short() {
 		t.Skip("holds 2,000 loopback connections")
 	}
-	needFiles(t, 6000)
+	probetest.NeedFiles(t, 6000)
 	a, base := loopbackAgentWith(t, hostileAgentYAML, func(a *Agent) {
 		a.conns.lim.quietNew = time.Minute // the attack is held for the whole test
 	})
@@ -49,31 +48,31 @@ func TestServerUnderHostileClients(t *testing.T) {
 	// 100 from one source that gets 64 of them.
 	dialed := 0
 	for i := range 1100 {
-		src := loopback(1, 1+i/50)
+		src := probetest.Loopback(1, 1+i/50)
 		if i >= 1000 {
-			src = loopback(1, 200)
+			src = probetest.Loopback(1, 200)
 		}
-		c := dialFrom(t, src, addr)
+		c := probetest.DialFrom(t, src, addr)
 		held = append(held, c)
 		dialed++
 		// A write may fail: the server closes what it refuses.
-		write(c, []byte(http2.ClientPreface), settingsFrame(t))
+		probetest.Write(c, probetest.IdleH2C(t))
 	}
 	// 1,000 stalled streams: 125 sources with 8 each. Each source's first
 	// is served, 256 more take the shared slots, the rest get 503.
 	paths := []string{api.ObservationsPath, "/metrics", "/", "/healthz"}
 	for s := range 125 {
-		c := dialFrom(t, loopback(2, 1+s), addr)
+		c := probetest.DialFrom(t, probetest.Loopback(2, 1+s), addr)
 		held = append(held, c)
 		dialed++
 		var ps []string
 		for i := range 8 {
 			ps = append(ps, paths[(s+i)%len(paths)])
 		}
-		stallStreams(t, c, addr, ps)
+		probetest.StallStreams(t, c, addr, ps)
 	}
 	for _, c := range held[dialed-125:] {
-		awaitHeaders(t, c, 8)
+		probetest.AwaitHeaders(t, c, 8)
 	}
 	wantHeld := 125 + lim.requests
 	waitFor(t, 20*time.Second, func() (bool, string) {
@@ -92,8 +91,8 @@ func TestServerUnderHostileClients(t *testing.T) {
 	}
 
 	// The kubelet: a new connection per probe. Prometheus: a keep-alive one.
-	kubelet := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, DialContext: dialerFrom(loopback(3, 1))}}
-	prom := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dialerFrom(loopback(3, 2))}}
+	kubelet := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, DialContext: probetest.DialerFrom(probetest.Loopback(3, 1))}}
+	prom := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: probetest.DialerFrom(probetest.Loopback(3, 2))}}
 	defer prom.CloseIdleConnections()
 	const n = 50
 	for _, ep := range []struct {
@@ -134,7 +133,7 @@ func TestServerStalledReadersMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("holds hundreds of loopback streams")
 	}
-	needFiles(t, 2000)
+	probetest.NeedFiles(t, 2000)
 	a, base := loopbackAgentWith(t, hostileAgentYAML, nil)
 	addr := strings.TrimPrefix(base, "http://")
 	// 256 targets with labels make a body of a large agent's size.
@@ -160,12 +159,12 @@ func TestServerStalledReadersMemory(t *testing.T) {
 	var held []net.Conn
 	t.Cleanup(func() { closeAll(held) })
 	for s := range sources {
-		c := dialFrom(t, loopback(4, 1+s), addr)
+		c := probetest.DialFrom(t, probetest.Loopback(4, 1+s), addr)
 		held = append(held, c)
-		stallStreams(t, c, addr, slices.Repeat([]string{api.ObservationsPath}, perSource))
+		probetest.StallStreams(t, c, addr, slices.Repeat([]string{api.ObservationsPath}, perSource))
 	}
 	for _, c := range held {
-		awaitHeaders(t, c, perSource)
+		probetest.AwaitHeaders(t, c, perSource)
 	}
 	want := min(sources*perSource, sources+a.conns.lim.requests)
 	waitFor(t, 20*time.Second, func() (bool, string) {
@@ -188,86 +187,6 @@ probing: {interval: 1s, protocols: [http2_ping]}
 
 // loopback is 127.x.y.1-style source address x.y.z: 127.0.0.0/8 is all
 // loopback, so one machine gives the tests as many sources as they need.
-func loopback(x, y int) netip.Addr {
-	return netip.AddrFrom4([4]byte{127, byte(x), byte(y >> 8), byte(y)})
-}
-
-func dialerFrom(src netip.Addr) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := &net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), Timeout: 5 * time.Second}
-	return d.DialContext
-}
-
-func dialFrom(t *testing.T, src netip.Addr, addr string) net.Conn {
-	t.Helper()
-	c, err := dialerFrom(src)(context.Background(), "tcp4", addr)
-	if err != nil {
-		t.Fatalf("dial from %s: %v", src, err)
-	}
-	return c
-}
-
-func write(c net.Conn, bs ...[]byte) error {
-	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	for _, b := range bs {
-		if _, err := c.Write(b); err != nil {
-			return fmt.Errorf("write to %s: %w", c.RemoteAddr(), err)
-		}
-	}
-	return nil
-}
-
-// settingsFrame is a client's SETTINGS with a 0 initial stream window: the
-// server may send headers but no byte of any body.
-func settingsFrame(t *testing.T) []byte {
-	var b bytes.Buffer
-	if err := http2.NewFramer(&b, nil).WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-// stallStreams opens a stream on c for each path, as an h2c client that
-// never reads: each request is served up to its body, then waits.
-func stallStreams(t *testing.T, c net.Conn, authority string, paths []string) {
-	t.Helper()
-	var b, hb bytes.Buffer
-	b.WriteString(http2.ClientPreface)
-	b.Write(settingsFrame(t))
-	fr := http2.NewFramer(&b, nil)
-	enc := hpack.NewEncoder(&hb)
-	for i, p := range paths {
-		hb.Reset()
-		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", authority}, {":path", p}} {
-			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-		}
-		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := write(c, b.Bytes()); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// awaitHeaders reads c until the server answered n streams with HEADERS:
-// their handlers have been refused, or are writing their bodies (and wait
-// for a window the client never opens).
-func awaitHeaders(t *testing.T, c net.Conn, n int) {
-	t.Helper()
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	defer c.SetReadDeadline(time.Time{})
-	fr := http2.NewFramer(nil, c)
-	for seen := 0; seen < n; {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("%s: %d of %d streams answered: %v", c.LocalAddr(), seen, n, err)
-		}
-		if _, ok := f.(*http2.HeadersFrame); ok {
-			seen++
-		}
-	}
-}
-
 func fetch(t *testing.T, c *http.Client, url string) (string, int) {
 	t.Helper()
 	resp, err := c.Get(url)
@@ -304,26 +223,6 @@ func counter(v *prometheus.CounterVec, label string) float64 {
 	return testutil.ToFloat64(v.WithLabelValues(label))
 }
 
-// needFiles raises the test process's soft limit on open files to n (each
-// loopback connection is two), or skips.
-func needFiles(t *testing.T, n uint64) {
-	t.Helper()
-	var l syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
-		t.Fatal(err)
-	}
-	if l.Cur >= n {
-		return
-	}
-	if l.Max < n {
-		t.Skipf("needs %d open files, the hard limit is %d", n, l.Max)
-	}
-	l.Cur = n
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
-		t.Skipf("raise open files to %d: %v", n, err)
-	}
-}
-
 func heapInUse() uint64 {
 	runtime.GC()
 	runtime.GC()
@@ -340,11 +239,11 @@ func TestServerClosesQuietConnections(t *testing.T) {
 		a.conns.lim.quietNew, a.conns.lim.sweep = 300*time.Millisecond, 50*time.Millisecond
 	})
 	addr := strings.TrimPrefix(base, "http://")
-	idle, pinger := dialFrom(t, loopback(5, 1), addr), dialFrom(t, loopback(5, 2), addr)
+	idle, pinger := probetest.DialFrom(t, probetest.Loopback(5, 1), addr), probetest.DialFrom(t, probetest.Loopback(5, 2), addr)
 	defer idle.Close()
 	defer pinger.Close()
 	for _, c := range []net.Conn{idle, pinger} {
-		if err := write(c, []byte(http2.ClientPreface), settingsFrame(t)); err != nil {
+		if err := probetest.Write(c, probetest.IdleH2C(t)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -353,7 +252,7 @@ func TestServerClosesQuietConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 15 { // 1.5 s: five times quietNew
-		if err := write(pinger, ping.Bytes()); err != nil {
+		if err := probetest.Write(pinger, ping.Bytes()); err != nil {
 			t.Fatalf("pinger: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)

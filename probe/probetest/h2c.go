@@ -1,0 +1,107 @@
+package probetest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// Hostile HTTP/2 clients, for the tests that hold a server against them
+// (the agent's, in package agent and through the binary in cmd/prober).
+
+// Loopback is 127.x.y>>8.y: a distinct loopback source per (x, y), so a
+// test can come from many addresses without leaving the host.
+func Loopback(x, y int) netip.Addr {
+	return netip.AddrFrom4([4]byte{127, byte(x), byte(y >> 8), byte(y)})
+}
+
+// DialerFrom dials from src.
+func DialerFrom(src netip.Addr) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), Timeout: 5 * time.Second}
+	return d.DialContext
+}
+
+// DialFrom connects to addr from src or fails the test.
+func DialFrom(t testing.TB, src netip.Addr, addr string) net.Conn {
+	t.Helper()
+	c, err := DialerFrom(src)(context.Background(), "tcp4", addr)
+	if err != nil {
+		t.Fatalf("dial from %s: %v", src, err)
+	}
+	return c
+}
+
+// Write writes bs to c within 5 s.
+func Write(c net.Conn, bs ...[]byte) error {
+	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	for _, b := range bs {
+		if _, err := c.Write(b); err != nil {
+			return fmt.Errorf("write to %s: %w", c.RemoteAddr(), err)
+		}
+	}
+	return nil
+}
+
+// IdleH2C is what an idle h2c client sends: the preface and a SETTINGS
+// with a 0 initial stream window, and then nothing.
+func IdleH2C(t testing.TB) []byte {
+	return append([]byte(http2.ClientPreface), SettingsFrame(t)...)
+}
+
+// SettingsFrame is a client's SETTINGS with a 0 initial stream window: the
+// server may send headers but no byte of any body.
+func SettingsFrame(t testing.TB) []byte {
+	var b bytes.Buffer
+	if err := http2.NewFramer(&b, nil).WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// StallStreams opens a stream on c for each path, as an h2c client that
+// never reads: each request is served up to its body, then waits.
+func StallStreams(t testing.TB, c net.Conn, authority string, paths []string) {
+	t.Helper()
+	var b, hb bytes.Buffer
+	b.Write(IdleH2C(t))
+	fr := http2.NewFramer(&b, nil)
+	enc := hpack.NewEncoder(&hb)
+	for i, p := range paths {
+		hb.Reset()
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", authority}, {":path", p}} {
+			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Write(c, b.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// AwaitHeaders reads c until the server answered n streams with HEADERS:
+// their handlers have been refused, or are writing their bodies (and wait
+// for a window the client never opens).
+func AwaitHeaders(t testing.TB, c net.Conn, n int) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	defer c.SetReadDeadline(time.Time{})
+	fr := http2.NewFramer(nil, c)
+	for seen := 0; seen < n; {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("%s: %d of %d streams answered: %v", c.LocalAddr(), seen, n, err)
+		}
+		if _, ok := f.(*http2.HeadersFrame); ok {
+			seen++
+		}
+	}
+}
