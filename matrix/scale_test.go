@@ -10,7 +10,10 @@ import (
 	"github.com/netprober/prober/matrix/matrixsim"
 )
 
-var evalScale = flag.Bool("scale", false, "measure CPU per localization round at 5,000 nodes")
+var (
+	evalScale  = flag.Bool("scale", false, "measure CPU per localization round (TestScaleCPU)")
+	scaleNodes = flag.Int("scale.nodes", 5000, "TestScaleCPU's cluster: 5000 (125 racks of 40, 8 spines) or 10000 (250 racks of 40, 16 spines)")
+)
 
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
@@ -25,13 +28,20 @@ func userTime() time.Duration {
 }
 
 // TestScaleCPU measures the process CPU time (all threads, GC included)
-// of steady-state rounds at 5,000 nodes: Observe of every report, then
-// Localize. Run with -scale.
+// of steady-state rounds at 5,000 or 10,000 nodes: Observe of every
+// report, then Localize. Run with -scale [-scale.nodes 10000].
 func TestScaleCPU(t *testing.T) {
 	if !*evalScale {
 		t.Skip("run with -scale")
 	}
 	cfg := matrixsim.Config{Racks: 125, NodesPerRack: 40, Spines: 8, LB: true, FlowsPerTarget: 4, ProbesPerFlow: 2, SilentHop: 0.05, Background: 1e-4}
+	switch *scaleNodes {
+	case 5000:
+	case 10000:
+		cfg.Racks, cfg.Spines = 250, 16
+	default:
+		t.Fatalf("-scale.nodes %d: 5000 or 10000", *scaleNodes)
+	}
 	fab, err := matrixsim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -68,8 +78,16 @@ func TestScaleCPU(t *testing.T) {
 		if want := kind + "/" + name; kind == "" && len(d.Suspects) > 0 || kind != "" && top != want {
 			t.Errorf("%s: top suspect %s, want %s", k, top, cmpOr(want, "none"))
 		}
+		flows := 0
+		for _, o := range obs {
+			for _, tg := range o.Targets {
+				for _, p := range tg.Protocols {
+					flows += len(p.Flows)
+				}
+			}
+		}
 		t.Logf("%-10s flows %d: CPU per round: observe %v + localize %v = %v (user %v); top %s (truth %s/%s), %d suspects",
-			k, len(obs)*164*4, obsCPU/rounds, locCPU/rounds, (obsCPU+locCPU)/rounds, user/rounds, top, kind, name, len(d.Suspects))
+			k, flows, obsCPU/rounds, locCPU/rounds, (obsCPU+locCPU)/rounds, user/rounds, top, kind, name, len(d.Suspects))
 	}
 }
 
