@@ -112,8 +112,16 @@ type Fabric struct {
 
 // New builds the fabric.
 func New(cfg Config) (*Fabric, error) {
-	if cfg.Racks < 1 || cfg.Racks > 126 || cfg.NodesPerRack < 1 || cfg.NodesPerRack > 240 || cfg.Spines < 1 || cfg.Spines > 200 {
-		return nil, fmt.Errorf("matrixsim: racks %d (1-126), nodesPerRack %d (1-240), spines %d (1-200) out of range", cfg.Racks, cfg.NodesPerRack, cfg.Spines)
+	// Up to 126 racks a rack's pods and its spine links each fit an
+	// octet; without pods and with at most 100 spines, up to 255 racks
+	// (10,000 nodes in 250 racks of 40) take two link octets per spine.
+	maxRacks := 126
+	if !cfg.Pods && cfg.Spines <= 100 {
+		maxRacks = 255
+	}
+	if cfg.Racks < 1 || cfg.Racks > maxRacks || cfg.NodesPerRack < 1 || cfg.NodesPerRack > 240 || cfg.Spines < 1 || cfg.Spines > 200 {
+		return nil, fmt.Errorf("matrixsim: racks %d (1-%d; 1-126 with pods or more than 100 spines), nodesPerRack %d (1-240), spines %d (1-200) out of range",
+			cfg.Racks, maxRacks, cfg.NodesPerRack, cfg.Spines)
 	}
 	if cfg.FlowsPerTarget < 1 || cfg.ProbesPerFlow < 1 {
 		return nil, fmt.Errorf("matrixsim: flowsPerTarget %d and probesPerFlow %d must be positive", cfg.FlowsPerTarget, cfg.ProbesPerFlow)
@@ -140,7 +148,7 @@ func New(cfg Config) (*Fabric, error) {
 		f.rackLabels = append(f.rackLabels, labels)
 		var up []string
 		for s := range cfg.Spines {
-			up = append(up, fmt.Sprintf("198.19.%d.%d", s+1, 2*r+2))
+			up = append(up, linkAddr(cfg.Racks, s, r, 2))
 		}
 		f.torUp = append(f.torUp, up)
 		for i := range cfg.NodesPerRack {
@@ -156,7 +164,7 @@ func New(cfg Config) (*Fabric, error) {
 	for s := range cfg.Spines {
 		var down []string
 		for r := range cfg.Racks {
-			down = append(down, fmt.Sprintf("198.19.%d.%d", s+1, 2*r+1))
+			down = append(down, linkAddr(cfg.Racks, s, r, 1))
 		}
 		f.spineDown = append(f.spineDown, down)
 	}
@@ -164,6 +172,15 @@ func New(cfg Config) (*Fabric, error) {
 		f.backends = append(f.backends, f.nodeName[r*cfg.NodesPerRack])
 	}
 	return f, nil
+}
+
+// linkAddr numbers the spine s side (end 1) or the rack r side (end 2)
+// of their link, in a fabric of racks racks.
+func linkAddr(racks, s, r, end int) string {
+	if racks <= 126 {
+		return fmt.Sprintf("198.19.%d.%d", s+1, 2*r+end)
+	}
+	return fmt.Sprintf("198.19.%d.%d", 1+2*s+r/127, 2*(r%127)+end)
 }
 
 // Nodes is the number of nodes.
