@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -389,32 +388,15 @@ func TestHostileAgent(t *testing.T) {
 	for _, c := range held[1100:] {
 		probetest.AwaitHeaders(t, c, 8)
 	}
-	kubelet := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, DialContext: probetest.DialerFrom(probetest.Loopback(3, 1))}}
-	prom := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: probetest.DialerFrom(probetest.Loopback(3, 2))}}
+	kubelet, prom := probetest.KubeletAndPrometheus()
 	defer prom.CloseIdleConnections()
-	const n = 50
 	for _, ep := range []struct {
 		path   string
 		client *http.Client
 		want   string
 	}{{"/healthz", kubelet, "ok"}, {"/metrics", prom, "prober_http_connections "}} {
-		var lat []time.Duration
-		for range n {
-			start := time.Now()
-			resp, err := ep.client.Get(ag.base + ep.path)
-			if err != nil {
-				t.Fatalf("%s under attack: %v", ep.path, err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			lat = append(lat, time.Since(start))
-			if resp.StatusCode != 200 || !strings.Contains(string(b), ep.want) {
-				t.Fatalf("%s under attack: %s %.80q", ep.path, resp.Status, b)
-			}
-		}
-		slices.Sort(lat)
-		p99 := lat[(n*99+99)/100-1]
-		t.Logf("%s under attack: p50 %v p99 %v", ep.path, lat[n/2], p99)
+		p50, p99 := probetest.Latency(t, ep.client, ag.base+ep.path, ep.want, 50)
+		t.Logf("%s under attack: p50 %v p99 %v", ep.path, p50, p99)
 		if p99 > time.Second {
 			t.Errorf("%s under attack: p99 %v, want <= 1s (goal 100ms)", ep.path, p99)
 		}

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,4 +108,36 @@ func AwaitHeaders(t testing.TB, c net.Conn, n int) {
 			seen++
 		}
 	}
+}
+
+// KubeletAndPrometheus are the clients a server under attack must still
+// answer, from their own loopback sources: the kubelet's probes (a new
+// connection each) and a Prometheus scrape (keep-alive).
+func KubeletAndPrometheus() (kubelet, prom *http.Client) {
+	kubelet = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, DialContext: DialerFrom(Loopback(3, 1))}}
+	prom = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: DialerFrom(Loopback(3, 2))}}
+	return kubelet, prom
+}
+
+// Latency GETs url n times with c, failing the test on an error, a status
+// other than 200 or a body without want, and returns the median and the
+// 99th percentile of the times taken.
+func Latency(t testing.TB, c *http.Client, url, want string, n int) (p50, p99 time.Duration) {
+	t.Helper()
+	var lat []time.Duration
+	for range n {
+		start := time.Now()
+		resp, err := c.Get(url)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		lat = append(lat, time.Since(start))
+		if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(b), want) {
+			t.Fatalf("GET %s: %s %.80q (%v)", url, resp.Status, b, err)
+		}
+	}
+	slices.Sort(lat)
+	return lat[n/2], lat[(n*99+99)/100-1]
 }
