@@ -207,11 +207,14 @@ func TestTraceLossySpine(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	fts, err := tr.Trace(ctx, l.target, ports, probe.TraceConfig{Probes: 12, MaxTTL: 8, Rate: 2000})
+	// 24 probes a flow: with 12, a flow through spine2 read 1 lost of 12
+	// once in CI (the loss read end to end runs near a third, not a half),
+	// and every such flow must read lossy.
+	fts, err := tr.Trace(ctx, l.target, ports, probe.TraceConfig{Probes: 24, MaxTTL: 8, Rate: 2000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("16 flows x 12 probes traced in %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("16 flows x 24 probes traced in %v", time.Since(start).Round(time.Millisecond))
 	hops := l.f.Hops()
 	nLossy := 0
 	for _, ft := range fts {
