@@ -207,9 +207,8 @@ func TestTraceLossySpine(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	// 24 probes a flow: with 12, a flow through spine2 read 1 lost of 12
-	// once in CI (the loss read end to end runs near a third, not a half),
-	// and every such flow must read lossy.
+	// 24 probes a flow: with 12, a flow through spine2 once read 1 lost
+	// of 12 in CI, and every such flow must read lossy.
 	fts, err := tr.Trace(ctx, l.target, ports, probe.TraceConfig{Probes: 24, MaxTTL: 8, Rate: 2000})
 	if err != nil {
 		t.Fatal(err)
