@@ -36,7 +36,19 @@ func localize(t testing.TB, fab *matrixsim.Fabric, ft matrixsim.Fault, seed uint
 	return m.Localize(t0)
 }
 
-type score struct{ trials, named, right int }
+// score counts the top suspect (named: trials with one; right: it is the
+// truth) and the whole list (listed: suspects of score >= 0.1 over every
+// trial; listedRight: of them, the truth), as operators read it.
+type score struct{ trials, named, right, listed, listedRight int }
+
+// listPrecision is the share of listed suspects (score >= 0.1) that are
+// the truth (issue 16); 1 when none was listed.
+func (s score) listPrecision() float64 {
+	if s.listed == 0 {
+		return 1
+	}
+	return float64(s.listedRight) / float64(s.listed)
+}
 
 func (s score) precision() float64 {
 	if s.named == 0 {
@@ -62,6 +74,14 @@ func evaluate(t testing.TB, cfg matrixsim.Config, k matrixsim.Kind, loss float64
 		}
 		s.named++
 		kind, name := fab.Truth(ft)
+		for _, sp := range d.Suspects {
+			if sp.Score >= 0.1 {
+				s.listed++
+				if sp.Kind == kind && sp.Name == name {
+					s.listedRight++
+				}
+			}
+		}
 		top := d.Suspects[0]
 		if top.Kind == kind && top.Name == name {
 			s.right++
@@ -114,7 +134,8 @@ func TestLocalizeQuality(t *testing.T) {
 			t.Parallel()
 			s := evaluate(t, evalFabric, tc.kind, tc.loss, trials, 1)
 			if *evalFull {
-				t.Logf("| %s | %g | %d | %.2f | %.2f |", tc.kind, tc.loss, s.trials, s.precision(), s.recall())
+				t.Logf("| %s | %g | %d | %.2f | %.2f | %.2f (%d of %d) |", tc.kind, tc.loss, s.trials, s.precision(), s.recall(),
+					s.listPrecision(), s.listedRight, s.listed)
 			}
 			if s.precision() < tc.minPrec || s.recall() < tc.minRecl {
 				t.Errorf("%s at %g: precision %.2f recall %.2f over %d trials, want >= %.2f and >= %.2f",
