@@ -26,17 +26,20 @@ import (
 type agentAuth struct {
 	// keys fetches the API server's signing keys; nil when agents'
 	// tokens are not checked (agentAuth: none).
-	keys           func(context.Context) (*auth.Keys, error)
-	namespace, sa  string
-	secret         []byte
-	fetching       sync.Mutex
-	mu             sync.Mutex
-	current        *auth.Keys
-	fetched        time.Time
-	fetchErr       error
-	verified       map[string]*auth.Claims // by token, until it expires
-	refetchAtLeast time.Duration
+	keys          func(context.Context) (*auth.Keys, error)
+	namespace, sa string
+	secret        []byte
+	fetching      sync.Mutex
+	mu            sync.Mutex
+	current       *auth.Keys
+	fetched       time.Time
+	fetchErr      error
+	verified      map[string]*auth.Claims // by token, until it expires
 }
+
+// refetchEvery bounds how often a token naming an unknown key fetches the
+// API server's keys again.
+const refetchEvery = 10 * time.Second
 
 // maxVerified bounds the verified-token cache: two agents a node at
 // 10,000 nodes, each token replaced hourly by the kubelet.
@@ -45,7 +48,7 @@ const maxVerified = 1 << 16
 // newAgentAuth: secret derives the pull keys; nil draws one.
 func newAgentAuth(keys func(context.Context) (*auth.Keys, error), namespace, sa string, secret []byte) *agentAuth {
 	a := &agentAuth{keys: keys, namespace: namespace, sa: sa, verified: map[string]*auth.Claims{},
-		refetchAtLeast: 10 * time.Second, secret: secret}
+		secret: secret}
 	if a.secret == nil {
 		a.secret = make([]byte, 32)
 		rand.Read(a.secret)
@@ -126,7 +129,7 @@ func (a *agentAuth) verify(ctx context.Context, tok string, now time.Time) (*aut
 }
 
 // signingKeys returns the API server's keys, fetching them the first time
-// and, when refresh is asked, again at most every refetchAtLeast: a flood
+// and, when refresh is asked, again at most every refetchEvery: a flood
 // of tokens signed by unknown keys costs the API server one request per
 // 10 s.
 func (a *agentAuth) signingKeys(ctx context.Context, refresh bool) (*auth.Keys, error) {
@@ -137,7 +140,7 @@ func (a *agentAuth) signingKeys(ctx context.Context, refresh bool) (*auth.Keys, 
 	a.mu.Lock()
 	cur, fetched := a.current, a.fetched
 	a.mu.Unlock()
-	if cur != nil && (!refresh || time.Since(fetched) < a.refetchAtLeast) {
+	if cur != nil && (!refresh || time.Since(fetched) < refetchEvery) {
 		return cur, nil
 	}
 	if cur == nil && time.Since(fetched) < time.Second {

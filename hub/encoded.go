@@ -33,10 +33,8 @@ func (e *encoded) get(gen uint64, maxAge time.Duration, enc func(*bytes.Buffer) 
 	return e.body, e.err
 }
 
-// jsonOf encodes v as one JSON document.
-func jsonOf(v any) func(*bytes.Buffer) error {
-	return func(b *bytes.Buffer) error { return json.NewEncoder(b).Encode(v) }
-}
+// encodeJSON appends v to b as one JSON document.
+func encodeJSON(b *bytes.Buffer, v any) error { return json.NewEncoder(b).Encode(v) }
 
 // writeBody writes a cached JSON body, indented when ?pretty is asked for.
 // An encoding error is a 500 and logged: an empty 200 blanked the page.
@@ -59,6 +57,6 @@ func (h *Hub) writeBody(w http.ResponseWriter, r *http.Request, body []byte, err
 // writeJSON encodes v for one request (views that depend on the query).
 func (h *Hub) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
 	var buf bytes.Buffer
-	err := jsonOf(v)(&buf)
+	err := encodeJSON(&buf, v)
 	h.writeBody(w, r, buf.Bytes(), err)
 }

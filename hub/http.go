@@ -26,13 +26,13 @@ func (h *Hub) newServer() *http.Server {
 	mux.HandleFunc("GET /metrics", h.limit(h.serveMetrics))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET "+MatrixPath, h.limit(func(w http.ResponseWriter, r *http.Request) {
-		body, err := h.matrixJSON.get(h.gen.Load(), h.cfg.Interval.D(), func(b *bytes.Buffer) error { return jsonOf(h.matrixView())(b) })
+		body, err := h.matrixJSON.get(h.gen.Load(), h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.matrixView()) })
 		h.writeBody(w, r, body, err)
 	}))
 	mux.HandleFunc("GET "+api.PlanPath, h.limit(h.servePlan))
 	mux.HandleFunc("GET "+api.AgentPlanPath+"{name}", h.limitPolls(h.serveAgentPlan))
 	mux.HandleFunc("GET "+matrix.DiagnosisPath, h.limit(func(w http.ResponseWriter, r *http.Request) {
-		body, err := h.diagJSON.get(h.gen.Load(), h.cfg.Interval.D(), func(b *bytes.Buffer) error { return jsonOf(h.Diagnosis())(b) })
+		body, err := h.diagJSON.get(h.gen.Load(), h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.Diagnosis()) })
 		h.writeBody(w, r, body, err)
 	}))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
