@@ -32,3 +32,6 @@ const (
 	ProtocolTCPSYN    = "tcp_syn"
 	ProtocolHTTP2Ping = "http2_ping"
 )
+
+// Protocols lists every protocol name in a stable order.
+var Protocols = []string{ProtocolICMP, ProtocolTCPSYN, ProtocolHTTP2Ping}

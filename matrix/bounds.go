@@ -50,13 +50,15 @@ func checkTarget(class string, t *api.Target, hops *int) error {
 	if want := api.PathClass(class, t.Class); want == "" || t.Path != want {
 		return fmt.Errorf(": class %.64q and path %.64q do not fit an agent of class %s", t.Class, t.Path, class)
 	}
-	if n := len(t.Protocols); n > len(protocols) {
-		return fmt.Errorf(".protocols: %d, at most %d", n, len(protocols))
+	// A protocol becomes a label value: an unknown one is refused, not
+	// exported.
+	if n := len(t.Protocols); n > len(api.Protocols) {
+		return fmt.Errorf(".protocols: %d, at most %d", n, len(api.Protocols))
 	}
 	for j := range t.Protocols {
 		p := &t.Protocols[j]
-		if !slices.Contains(protocols, p.Protocol) {
-			return fmt.Errorf(".protocols[%d].protocol: %.64q is not one of %v", j, p.Protocol, protocols)
+		if !slices.Contains(api.Protocols, p.Protocol) {
+			return fmt.Errorf(".protocols[%d].protocol: %.64q is not one of %v", j, p.Protocol, api.Protocols)
 		}
 		if err := longest(p.LastResult); err != nil {
 			return fmt.Errorf(".protocols[%d].lastResult: %w", j, err)
@@ -87,10 +89,6 @@ func checkTarget(class string, t *api.Target, hops *int) error {
 	}
 	return nil
 }
-
-// protocols are the protocol names a report may carry: each becomes a
-// label value, so an unknown one is refused, not exported.
-var protocols = []string{api.ProtocolICMP, api.ProtocolTCPSYN, api.ProtocolHTTP2Ping}
 
 // maxHopLen is the longest textual IP address (hops carry no zone).
 const maxHopLen = 45
