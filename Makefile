@@ -40,7 +40,10 @@ deps:
 # The packages whose goroutines share state (probes, windows, the plan's
 # long-polls, discovery) run under the race detector (it needs cgo: gcc);
 # the rest, the scenario and cluster suites, at full speed.
-RACE_PKGS := ./agent/... ./api/... ./config/... ./hub/... ./lab/... ./peers/... ./plan/... ./probe/...
+RACE := agent api config hub lab peers plan probe
+RACE_PKGS := $(RACE:%=./%/...)
+empty :=
+RACE_RE := $(subst $(empty) $(empty),|,$(RACE))
 test: deps
 	$(GO) vet ./...
 	assets="$$(GO=$(GO) sh hack/kube/build.sh)" && \
@@ -48,7 +51,7 @@ test: deps
 		$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS) && \
 	PROBER_KUBE_ASSETS="$$assets" PROBER_KUBE_REQUIRED=1 PROBER_REQUIRE_TOOLS=1 \
 		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestCluster$$' \
-		$$($(GO) list ./... | grep -Ev '/(agent|api|config|hub|lab|peers|plan|probe)(/|$$)') && \
+		$$($(GO) list ./... | grep -Ev '/($(RACE_RE))(/|$$)') && \
 	PROBER_KUBE_ASSETS="$$assets" PROBER_KUBE_REQUIRED=1 PROBER_REQUIRE_TOOLS=1 \
 		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestCluster$$' -v ./testbed
 
