@@ -28,6 +28,11 @@ type Noise struct {
 	MinLost int
 }
 
+// Lossy says whether lost of sent probes is beyond the noise.
+func (n Noise) Lossy(sent, lost int) bool {
+	return sent > 0 && lost >= n.MinLost && float64(lost)/float64(sent) > n.Ratio
+}
+
 // DefaultNoise calls a flow lossy from 2 lost probes and 5% loss: one
 // lost SYN in a short trace is not a pattern.
 var DefaultNoise = Noise{Ratio: 0.05, MinLost: 2}
@@ -63,8 +68,7 @@ type LossReading struct {
 // suspect past where the break starts.
 func ReadLoss(hops []HopCount, dest HopCount, noise Noise) LossReading {
 	lr := LossReading{EndToEnd: dest, Loss: dest.Loss(), SuspectHop: -1}
-	lost := dest.Sent - dest.Received
-	lr.Lossy = dest.Sent > 0 && lost >= noise.MinLost && lr.Loss > noise.Ratio
+	lr.Lossy = noise.Lossy(dest.Sent, dest.Sent-dest.Received)
 	if !lr.Lossy {
 		return lr
 	}

@@ -13,10 +13,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/netprober/prober/config"
+	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/probe"
 )
 
-const traceSynopsis = "[--flows N] [--port P] [--probes K] [--max-ttl T] [--json] [--source ADDR] HOST"
+const traceSynopsis = "[--flows N] [--port P] [--probes K] [--max-ttl T] [--json] [--source ADDR] [--matrix-config FILE] HOST"
 
 // traceFlags names the flag of each probe.TraceConfig field that has one.
 var traceFlags = map[string]string{"maxTTL": "max-ttl", "concurrency": "flows"}
@@ -34,6 +36,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	source := fs.String("source", "", "source address (default: the one routing picks for HOST)")
 	sportBase := fs.Int("sport-base", 64000, "first source port to reserve; ports in use are skipped")
+	matrixConfig := fs.String("matrix-config", "", "the matrix's config file: its device names (hops) and thresholds name the suspects inferred from the flows")
 	hosts, code := parseInterspersed(fs, args)
 	if code >= 0 {
 		return code
@@ -66,6 +69,15 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			errs = append(errs, fmt.Sprintf("--source: %q is not an IPv4 address", *source))
 		}
 		src = a
+	}
+	mcfg := matrix.Config{}
+	if *matrixConfig != "" {
+		c, err := config.LoadMatrix(*matrixConfig)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("--matrix-config: %v", err))
+		} else {
+			mcfg = c.MatrixConfig()
+		}
 	}
 	if len(errs) > 0 {
 		for _, e := range errs {
@@ -120,7 +132,11 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "prober trace: %v\n", err)
 		return exitRuntime
 	}
-	rep := newTraceReport(host, dst, src, uint16(*port), cfg, fts, time.Since(start))
+	rep, err := newTraceReport(host, dst, src, uint16(*port), cfg, mcfg, fts, time.Since(start))
+	if err != nil {
+		fmt.Fprintf(stderr, "prober trace: %v\n", err)
+		return exitRuntime
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

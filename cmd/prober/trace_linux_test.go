@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,43 +15,95 @@ import (
 
 	"github.com/netprober/prober/lab"
 	"github.com/netprober/prober/lab/labtest"
+	"github.com/netprober/prober/matrix"
 )
+
+// traceLab is a leaf-spine (3 spines, racks of one node) whose routers
+// keep Linux's default ICMP rate limit, with counters telling which spine
+// each traced flow crossed.
+type traceLab struct {
+	f      *lab.Fabric
+	dst    lab.Host
+	sports []uint16
+	reads  []func() map[uint16]uint64
+	names  []string
+}
+
+func upTraceCmdLab(t *testing.T, flows, base int) *traceLab {
+	l := &traceLab{f: labtest.Up(t, lab.Spec{Spines: 3, Racks: 2, NodesPerRack: 1, PodsPerNode: -1})}
+	l.dst, _ = l.f.Host("n21")
+	for p := range flows {
+		l.sports = append(l.sports, uint16(base+p))
+	}
+	for _, r := range l.f.Routers {
+		if r.Kind == lab.KindSpine {
+			l.reads = append(l.reads, labtest.SourcePortCounters(t, r.Namespace, l.sports))
+			l.names = append(l.names, r.Name)
+		}
+	}
+	return l
+}
+
+// trace runs `prober trace` from n11.
+func (l *traceLab) trace(t *testing.T, ctx context.Context, args ...string) (string, string, error) {
+	cmd, err := l.f.Command(ctx, "n11", os.Args[0], append([]string{"trace"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append(os.Environ(), "PROBER_TEST_AS_MAIN=1")
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := lab.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	return out.String(), errOut.String(), err
+}
+
+// crossed says which spine each flow crossed, by the spines' counters.
+func (l *traceLab) crossed() map[uint16]string {
+	out := map[uint16]string{}
+	for i, read := range l.reads {
+		for p, n := range read() {
+			if n > 0 {
+				out[p] = l.names[i]
+			}
+		}
+	}
+	return out
+}
+
+// traceJSON is what the tests read of `prober trace --json`.
+type traceJSON struct {
+	Paths []struct {
+		SourcePorts []uint16 `json:"sourcePorts"`
+		Hops        []struct {
+			Address string `json:"address"`
+		} `json:"hops"`
+	} `json:"paths"`
+	Suspects  []json.RawMessage    `json:"suspects"`
+	Inferred  []matrix.FlowSuspect `json:"inferredSuspects"`
+	Unlocated *matrix.Unlocated    `json:"unlocated"`
+	Flows     []traceJSONFlow      `json:"flows"`
+}
+
+type traceJSONFlow struct {
+	SourcePort uint16   `json:"sourcePort"`
+	Hops       []string `json:"hops"`
+	Inferred   []int    `json:"inferredTTLs"`
+	Lossy      bool     `json:"lossy"`
+}
 
 // TestTraceCommand runs `prober trace --json` in a leaf-spine whose
 // routers keep Linux's default ICMP rate limit, and checks every flow's
 // spine, heard or inferred, against the spines' own counters.
 func TestTraceCommand(t *testing.T) {
-	f := labtest.Up(t, lab.Spec{Spines: 3, Racks: 2, NodesPerRack: 1, PodsPerNode: -1})
-	dst, _ := f.Host("n21")
 	const flows, base = 24, 63000
-	var sports []uint16
-	for p := range uint16(flows) {
-		sports = append(sports, base+p)
-	}
-	var reads []func() map[uint16]uint64
-	var names []string
-	for _, r := range f.Routers {
-		if r.Kind == lab.KindSpine {
-			reads = append(reads, labtest.SourcePortCounters(t, r.Namespace, sports))
-			names = append(names, r.Name)
-		}
-	}
+	l := upTraceCmdLab(t, flows, base)
+	f, dst := l.f, l.dst
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	trace := func(args ...string) (string, string, error) {
-		cmd, err := f.Command(ctx, "n11", os.Args[0], append([]string{"trace"}, args...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Env = append(os.Environ(), "PROBER_TEST_AS_MAIN=1")
-		var out, errOut strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		if err := lab.Start(cmd); err != nil {
-			t.Fatal(err)
-		}
-		err = cmd.Wait()
-		return out.String(), errOut.String(), err
-	}
+	trace := func(args ...string) (string, string, error) { return l.trace(t, ctx, args...) }
 
 	start := time.Now()
 	out, errOut, err := trace("--flows", strconv.Itoa(flows), "--sport-base", strconv.Itoa(base), "--port", "9808", "--probes", "1", "--json", dst.Addr.String())
@@ -58,31 +111,11 @@ func TestTraceCommand(t *testing.T) {
 		t.Fatalf("prober trace: %v\n%s", err, errOut)
 	}
 	t.Logf("%d flows traced in %v", flows, time.Since(start).Round(time.Millisecond))
-	var rep struct {
-		Paths []struct {
-			SourcePorts []uint16 `json:"sourcePorts"`
-			Hops        []struct {
-				Address string `json:"address"`
-			} `json:"hops"`
-		} `json:"paths"`
-		Suspects []json.RawMessage `json:"suspects"`
-		Flows    []struct {
-			SourcePort uint16   `json:"sourcePort"`
-			Hops       []string `json:"hops"`
-			Inferred   []int    `json:"inferredTTLs"`
-		} `json:"flows"`
-	}
+	var rep traceJSON
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, out)
 	}
-	crossed := map[uint16]string{}
-	for i, read := range reads {
-		for p, n := range read() {
-			if n > 0 {
-				crossed[p] = names[i]
-			}
-		}
-	}
+	crossed := l.crossed()
 	hops := f.Hops()
 	inferred := 0
 	for _, fl := range rep.Flows {
@@ -97,13 +130,89 @@ func TestTraceCommand(t *testing.T) {
 			inferred++
 		}
 	}
-	if len(rep.Flows) != flows || len(rep.Paths) != 3 || len(rep.Suspects) != 0 {
-		t.Errorf("%d flows, %d paths, %d suspects; want %d, 3 (one per spine), 0", len(rep.Flows), len(rep.Paths), len(rep.Suspects), flows)
+	if len(rep.Flows) != flows || len(rep.Paths) != 3 || len(rep.Suspects)+len(rep.Inferred) != 0 || rep.Unlocated != nil {
+		t.Errorf("%d flows, %d paths, %d suspects, %d inferred, unlocated %v; want %d, 3 (one per spine), 0, 0, none",
+			len(rep.Flows), len(rep.Paths), len(rep.Suspects), len(rep.Inferred), rep.Unlocated, flows)
 	}
 	t.Logf("%d of %d spine hops inferred", inferred, flows)
 
 	// No name server is reachable from the namespace: nothing leaves it.
 	if _, errOut, err := trace("no-such-host.invalid"); err == nil || !strings.Contains(errOut, `cannot resolve host "no-such-host.invalid"`) {
 		t.Errorf("unresolvable host: err %v stderr %q", err, errOut)
+	}
+}
+
+// TestTraceInfersLossyLink: 30% loss on one spine-to-ToR link, the
+// routers at Linux's default ICMP rate limit, so the hops' answers show
+// no break to read. From the flows alone `prober trace` must name that
+// link's ends or the spine, and nothing a clean flow crosses; with the
+// matrix's config, by the matrix's device names.
+func TestTraceInfersLossyLink(t *testing.T) {
+	const flows, base = 24, 63100
+	l := upTraceCmdLab(t, flows, base)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := l.f.Inject(ctx, lab.Fault{Kind: lab.FaultLinkLoss, From: "spine2", To: "tor2", Permille: 300}); err != nil {
+		t.Fatal(err)
+	}
+	hops := l.f.Hops()
+	conf := filepath.Join(t.TempDir(), "matrix.yaml")
+	b, _ := json.Marshal(map[string]any{"listen": "198.18.0.1:9809", "agents": []string{"http://198.18.0.2:9808"}, "hops": hops})
+	if err := os.WriteFile(conf, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--flows", strconv.Itoa(flows), "--sport-base", strconv.Itoa(base), "--port", "9808", "--probes", "10", "--json", l.dst.Addr.String()}
+	for _, named := range []bool{false, true} {
+		a := args
+		if named {
+			a = append([]string{"--matrix-config", conf}, args...)
+		}
+		start := time.Now()
+		out, errOut, err := l.trace(t, ctx, a...)
+		if err != nil {
+			t.Fatalf("prober trace: %v\n%s", err, errOut)
+		}
+		var rep traceJSON
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("output is not JSON: %v\n%s", err, out)
+		}
+		via := l.crossed()
+		var throughSpine2, lossy []uint16
+		for _, fl := range rep.Flows {
+			if via[fl.SourcePort] == "spine2" {
+				throughSpine2 = append(throughSpine2, fl.SourcePort)
+			}
+			if fl.Lossy {
+				lossy = append(lossy, fl.SourcePort)
+			}
+		}
+		t.Logf("named %v: traced in %v; flows through spine2 %v, lossy %v; %d break suspects", named, time.Since(start).Round(time.Millisecond), throughSpine2, lossy, len(rep.Suspects))
+		if len(throughSpine2) == 0 {
+			t.Fatal("no flow crossed spine2")
+		}
+		if rep.Unlocated != nil || len(rep.Inferred) == 0 {
+			t.Errorf("named %v: %d inferred suspects, unlocated %+v; want suspects", named, len(rep.Inferred), rep.Unlocated)
+		}
+		for _, s := range rep.Inferred {
+			t.Logf("  %s %s %v score %.2f: through %v, lossy %v, unknown %v; avoiding it %d/%d lost", s.Kind, s.Name, s.Addresses, s.Score, s.Through, s.Lossy, s.Unknown, s.AvoidLost, s.AvoidSent)
+			for _, p := range s.Through {
+				if via[p] != "spine2" {
+					t.Errorf("named %v: %s %s: flow %d crosses it, and it crossed %s, not spine2", named, s.Kind, s.Name, p, via[p])
+				}
+			}
+			ends := false // names spine2, or tor2 where the lossy link enters it
+			for _, a := range s.Addresses {
+				ends = ends || hops[a] == "spine2" || hops[a] == "tor2" && slices.ContainsFunc(rep.Flows, func(fl traceJSONFlow) bool {
+					return via[fl.SourcePort] == "spine2" && slices.Contains(fl.Hops, a)
+				})
+			}
+			if named {
+				from, to, _ := strings.Cut(s.Name, "->")
+				ends = s.Kind == matrix.KindDevice && s.Name == "spine2" || s.Kind == matrix.KindLink && (from == "spine2" || to == "spine2")
+			}
+			if !ends {
+				t.Errorf("named %v: suspect %s %s %v is not the lossy link's end or the spine", named, s.Kind, s.Name, s.Addresses)
+			}
+		}
 	}
 }

@@ -10,23 +10,31 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/probe"
 )
 
 // traceReport is what `prober trace` prints: flows grouped by path, and
 // the hops where a lossy flow's break starts.
 type traceReport struct {
-	Host            string            `json:"host"`
-	Target          string            `json:"target"`
-	Port            uint16            `json:"port"`
-	Source          string            `json:"source"`
-	Flows           int               `json:"flowCount"`
-	ProbesPerHop    int               `json:"probesPerHop"`
-	DurationSeconds float64           `json:"durationSeconds"`
-	Paths           []tracePath       `json:"paths"`
-	Suspects        []traceSusp       `json:"suspects"`
-	FlowList        []traceFlow       `json:"flows"`
-	Unmatched       map[string]uint64 `json:"unmatched,omitempty"`
+	Host            string      `json:"host"`
+	Target          string      `json:"target"`
+	Port            uint16      `json:"port"`
+	Source          string      `json:"source"`
+	Flows           int         `json:"flowCount"`
+	ProbesPerHop    int         `json:"probesPerHop"`
+	DurationSeconds float64     `json:"durationSeconds"`
+	Paths           []tracePath `json:"paths"`
+	Suspects        []traceSusp `json:"suspects"`
+	// Inferred are what the matrix's localization names from the flows
+	// alone: what lossy flows cross and clean flows avoid. It needs no
+	// hop to answer past the first, so it stands where rate-limited hops
+	// leave no break to read (docs/trace.md).
+	Inferred  []matrix.FlowSuspect `json:"inferredSuspects"`
+	Unlocated *matrix.Unlocated    `json:"unlocated,omitempty"`
+	FlowList  []traceFlow          `json:"flows"`
+	Unmatched map[string]uint64    `json:"unmatched,omitempty"`
 }
 
 type tracePath struct {
@@ -83,10 +91,11 @@ type traceSusp struct {
 	EndLoss     float64  `json:"endToEndLoss"`
 }
 
-func newTraceReport(host string, dst, src netip.Addr, port uint16, cfg probe.TraceConfig, fts []probe.FlowTrace, took time.Duration) traceReport {
+func newTraceReport(host string, dst, src netip.Addr, port uint16, cfg probe.TraceConfig, mcfg matrix.Config, fts []probe.FlowTrace, took time.Duration) (traceReport, error) {
 	rep := traceReport{
 		Host: host, Target: dst.String(), Port: port, Source: src.String(), Flows: len(fts),
 		ProbesPerHop: cfg.Probes, DurationSeconds: took.Seconds(), Paths: []tracePath{}, Suspects: []traceSusp{}, FlowList: []traceFlow{},
+		Inferred: []matrix.FlowSuspect{},
 	}
 	suspects := map[string]*traceSusp{}
 	// Flows whose every hop answered make the paths; a flow with silent
@@ -174,7 +183,44 @@ func newTraceReport(host string, dst, src netip.Addr, port uint16, cfg probe.Tra
 	}
 	slices.SortFunc(rep.Suspects, func(a, b traceSusp) int { return len(b.SourcePorts) - len(a.SourcePorts) })
 	slices.SortFunc(rep.FlowList, func(a, b traceFlow) int { return int(a.SourcePort) - int(b.SourcePort) })
-	return rep
+	v, err := inferSuspects(dst, src, mcfg, fts)
+	if err != nil {
+		return rep, err
+	}
+	rep.Inferred = append(rep.Inferred, v.Suspects...)
+	rep.Unlocated = v.Unlocated
+	return rep, nil
+}
+
+// inferSuspects runs the matrix's localization over the flows, as if the
+// tracing host were an agent that had probed them: one algorithm for the
+// matrix and the trace.
+func inferSuspects(dst, src netip.Addr, mcfg matrix.Config, fts []probe.FlowTrace) (matrix.FlowsVerdict, error) {
+	tcp := api.Protocol{Protocol: api.ProtocolTCPSYN}
+	lossy := false
+	for _, ft := range fts {
+		hops := ft.Path()
+		if !ft.Reached {
+			// A flow that never reached the target ends where it was
+			// last heard.
+			for len(hops) > 0 && hops[len(hops)-1] == "" {
+				hops = hops[:len(hops)-1]
+			}
+		}
+		st := api.Stats{Sent: uint64(ft.Sent), Lost: uint64(ft.Sent - ft.Received)}
+		tcp.Flows = append(tcp.Flows, api.Flow{SourcePort: ft.SourcePort, Stats: st, Path: &api.FlowPath{Hops: hops, SuspectHop: -1}})
+		tcp.Sent += st.Sent
+		tcp.Lost += st.Lost
+		lossy = lossy || probe.DefaultNoise.Lossy(ft.Sent, ft.Sent-ft.Received)
+	}
+	if !lossy {
+		return matrix.FlowsVerdict{}, nil
+	}
+	agent := api.Agent{Name: src.String(), Class: api.ClassNode, Address: src.String()}
+	target := api.Target{Name: dst.String(), Address: dst.String(), Class: api.ClassNode, Path: api.PathNodeToNode, Protocols: []api.Protocol{tcp}}
+	return matrix.LocalizeFlows(mcfg, agent, target, func(s api.Stats) bool {
+		return probe.DefaultNoise.Lossy(int(s.Sent), int(s.Lost))
+	}, time.Now())
 }
 
 func ratio(sent, recv int) float64 {
@@ -215,15 +261,68 @@ func (r traceReport) print(w io.Writer) {
 			fmt.Fprintln(w, "  (destination not reached)")
 		}
 	}
-	if len(r.Suspects) == 0 {
+	if len(r.Suspects)+len(r.Inferred) == 0 && r.Unlocated == nil {
 		fmt.Fprintln(w, "\nno suspects: no flow lost more than noise end to end (silent or lossy middle hops alone are ICMP rate limiting, see docs/trace.md)")
 		return
 	}
-	fmt.Fprintln(w, "\nsuspects (loss starts after these hops):")
-	for _, s := range r.Suspects {
-		fmt.Fprintf(w, "  %s: %d flows (%s); hop answered %d/%d, end to end %d/%d (%s loss)\n",
-			s.Address, len(s.SourcePorts), ports(s.SourcePorts), s.HopReceived, s.HopSent, s.EndReceived, s.EndSent, pct(s.EndLoss))
+	if len(r.Suspects) > 0 {
+		fmt.Fprintln(w, "\nsuspects (loss starts after these hops):")
+		for _, s := range r.Suspects {
+			fmt.Fprintf(w, "  %s: %d flows (%s); hop answered %d/%d, end to end %d/%d (%s loss)\n",
+				s.Address, len(s.SourcePorts), ports(s.SourcePorts), s.HopReceived, s.HopSent, s.EndReceived, s.EndSent, pct(s.EndLoss))
+		}
 	}
+	r.printInferred(w)
+}
+
+// printInferred prints the suspects named from the flows, those that the
+// same flows cross on one line.
+func (r traceReport) printInferred(w io.Writer) {
+	if len(r.Inferred) > 0 {
+		fmt.Fprintln(w, "\ninferred from the flows (lossy flows cross these and clean flows avoid them; no hop needs to answer):")
+	}
+	done := make([]bool, len(r.Inferred))
+	for i, s := range r.Inferred {
+		if done[i] {
+			continue
+		}
+		var same []string
+		for j := i + 1; j < len(r.Inferred); j++ {
+			o := r.Inferred[j]
+			if !done[j] && slices.Equal(o.Through, s.Through) && slices.Equal(o.Unknown, s.Unknown) {
+				done[j] = true
+				same = append(same, o.Kind+" "+o.Name)
+			}
+		}
+		name := s.Kind + " " + s.Name
+		if addrs := strings.Join(s.Addresses, ","); addrs != s.Name && addrs != "" {
+			name += " (" + addrs + ")"
+		}
+		fmt.Fprintf(w, "  %s: score %.2f; %d flows cross it (%s), %d lossy, %d/%d lost (%s); %d flows avoid it, %d/%d lost\n",
+			name, s.Score, len(s.Through), ports(s.Through), len(s.Lossy),
+			s.Lost, s.Sent, pct(ratio64(s.Sent, s.Lost)), r.Flows-len(s.Through)-len(s.Unknown), s.AvoidLost, s.AvoidSent)
+		if len(s.Unknown) > 0 {
+			fmt.Fprintf(w, "    %d flows may cross it too (a hop of theirs was silent): %s\n", len(s.Unknown), ports(s.Unknown))
+		}
+		if len(same) > 0 {
+			fmt.Fprintf(w, "    the same flows cross %s: from this host they cannot be told apart\n", strings.Join(same, ", "))
+		}
+	}
+	if u := r.Unlocated; u != nil {
+		where := "past the source"
+		if u.Past != "" {
+			where = fmt.Sprintf("past hop %d (%s)", u.PastTTL, u.Past)
+		}
+		fmt.Fprintf(w, "\nunlocated: %d lossy flows (%s) lost %d/%d %s; no hop past it answered to tell their paths from the %d clean flows' (trace again with more --probes or --retries, or from another host)\n",
+			len(u.Lossy), ports(u.Lossy), u.Lost, u.Sent, where, u.Clean)
+	}
+}
+
+func ratio64(sent, lost uint64) float64 {
+	if sent == 0 {
+		return 0
+	}
+	return float64(lost) / float64(sent)
 }
 
 func pct(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" }

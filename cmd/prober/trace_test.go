@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/probe"
 )
 
@@ -102,7 +103,10 @@ func TestTraceReport(t *testing.T) {
 		fts[i].Hops[2].Sent, fts[i].Hops[2].Received = 10, 4
 	}
 	cfg := probe.TraceConfig{Probes: 1}
-	rep := newTraceReport("dst", netip.MustParseAddr("192.0.2.99"), netip.MustParseAddr("192.0.2.10"), 9808, cfg, fts, 1500*time.Millisecond)
+	rep, err := newTraceReport("dst", netip.MustParseAddr("192.0.2.99"), netip.MustParseAddr("192.0.2.10"), 9808, cfg, matrix.Config{}, fts, 1500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(rep.Paths) != 3 {
 		t.Fatalf("%d paths, want 3: %+v", len(rep.Paths), rep.Paths)
 	}
@@ -141,9 +145,22 @@ func TestTraceReport(t *testing.T) {
 		t.Errorf("flow 64001 inferredTTLs %v, want [1 2]", flow64001.InferredTTLs)
 	}
 
+	// From the flows alone: what the lossy flows cross and the clean
+	// ones avoid; never the first hop, which every flow crosses.
+	if len(rep.Inferred) == 0 || rep.Unlocated != nil {
+		t.Errorf("inferred %+v, unlocated %+v: want suspects", rep.Inferred, rep.Unlocated)
+	}
+	for _, s := range rep.Inferred {
+		if !slices.Equal(s.Through, []uint16{64002, 64003}) || s.AvoidLost != 0 || s.Sent != 20 || s.Lost != 11 {
+			t.Errorf("inferred %s %s: through %v, %d/%d lost, %d lost avoiding it; want 64002,64003 with 11/20, 0",
+				s.Kind, s.Name, s.Through, s.Lost, s.Sent, s.AvoidLost)
+		}
+	}
+
 	var human strings.Builder
 	rep.print(&human)
-	for _, want := range []string{"3 distinct paths", "(inferred for 1 of 2 flows)", "<- SUSPECT", "198.51.100.2: 2 flows (64002,64003)", "LOSSY: 2 of 2 flows"} {
+	t.Log(human.String())
+	for _, want := range []string{"inferred from the flows", "3 distinct paths", "(inferred for 1 of 2 flows)", "<- SUSPECT", "198.51.100.2: 2 flows (64002,64003)", "LOSSY: 2 of 2 flows"} {
 		if !strings.Contains(human.String(), want) {
 			t.Errorf("human output lacks %q:\n%s", want, human.String())
 		}

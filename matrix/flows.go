@@ -1,0 +1,227 @@
+package matrix
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/netprober/prober/api"
+)
+
+// FlowSuspect is a suspect named from one source's flows to one target
+// (`prober trace`): Localize's finding, with the flows that cross it.
+type FlowSuspect struct {
+	Suspect
+	// Through are the source ports of the flows whose path crosses the
+	// suspect, and Lossy those of them that lost more than noise.
+	Through []uint16 `json:"throughSourcePorts"`
+	Lossy   []uint16 `json:"lossySourcePorts"`
+	// Unknown are the flows that may cross it: a hop of theirs nobody
+	// heard could be it.
+	Unknown []uint16 `json:"unknownSourcePorts,omitempty"`
+	// Sent and Lost are the end-to-end probes of the flows through it;
+	// AvoidSent and AvoidLost those of the flows that avoid it.
+	Sent      uint64 `json:"throughSent"`
+	Lost      uint64 `json:"throughLost"`
+	AvoidSent uint64 `json:"avoidSent"`
+	AvoidLost uint64 `json:"avoidLost"`
+}
+
+// FlowsVerdict is what LocalizeFlows concludes.
+type FlowsVerdict struct {
+	Suspects []FlowSuspect `json:"suspects"`
+	// Unlocated is set when flows lost packets but no element they share
+	// is free of clean flows: the loss lies past Past (the last hop every
+	// lossy flow answered at before the target, "" for none) on paths no
+	// answering hop tells apart from the clean flows'.
+	Unlocated *Unlocated `json:"unlocated,omitempty"`
+}
+
+// Unlocated says where loss is when no hop can be named.
+type Unlocated struct {
+	Past    string   `json:"past"`
+	PastTTL int      `json:"pastTTL"`
+	Lossy   []uint16 `json:"lossySourcePorts"`
+	Sent    uint64   `json:"sent"`
+	Lost    uint64   `json:"lost"`
+	Clean   int      `json:"cleanFlows"`
+}
+
+// splitAlpha is the p-value below which the flows through a suspect are
+// two populations, not one. One source's flows leave elements the
+// estimator cannot tell apart (a first hop every flow crosses, when
+// nothing past it answered): such an element is named, with the loss of
+// all its flows averaged, though some of them lost nothing at all.
+const splitAlpha = 1e-3
+
+// LocalizeFlows runs Localize over the flows one source traced to one
+// target: src is the tracing host, t the target with one protocol whose
+// Flows carry their paths (the destination last when reached, "" for a
+// hop nobody heard). Names and thresholds come from cfg, as in the matrix
+// process. A suspect the clean flows cross is dropped (vetoP); if flows
+// lost packets and nothing is left, Unlocated says past which hop. lossy
+// says whether a flow's end-to-end counts are beyond noise, by the
+// caller's bar.
+func LocalizeFlows(cfg Config, src api.Agent, t api.Target, lossy func(api.Stats) bool, now time.Time) (FlowsVerdict, error) {
+	if len(t.Protocols) != 1 {
+		return FlowsVerdict{}, errors.New("localize flows: want one protocol")
+	}
+	m, err := New(cfg)
+	if err != nil {
+		return FlowsVerdict{}, err
+	}
+	obs := api.Observations{SchemaVersion: api.SchemaVersion, Agent: src, Time: now, Targets: []api.Target{t}}
+	if err := m.Observe(now, obs); err != nil {
+		return FlowsVerdict{}, fmt.Errorf("localize flows: %w", err)
+	}
+	d := m.Localize(now)
+	flows := t.Protocols[0].Flows
+	var v FlowsVerdict
+	for _, s := range d.Suspects {
+		fs := FlowSuspect{Suspect: s}
+		var crossing []*api.Flow
+		for i := range flows {
+			f := &flows[i]
+			through, known := m.crosses(s, src, t, f)
+			if !through && !known {
+				fs.Unknown = append(fs.Unknown, f.SourcePort)
+				continue
+			}
+			if !through {
+				fs.AvoidSent += f.Sent
+				fs.AvoidLost += f.Lost
+				continue
+			}
+			crossing = append(crossing, f)
+			fs.Through = append(fs.Through, f.SourcePort)
+			fs.Sent += f.Sent
+			fs.Lost += f.Lost
+			if lossy(f.Stats) {
+				fs.Lossy = append(fs.Lossy, f.SourcePort)
+			}
+		}
+		if len(fs.Lossy) == 0 || splitP(crossing) < splitAlpha {
+			continue
+		}
+		v.Suspects = append(v.Suspects, fs)
+	}
+	if len(v.Suspects) == 0 {
+		v.Unlocated = unlocated(flows, t.Address, lossy)
+	}
+	return v, nil
+}
+
+// crosses says whether flow f (src to t) crosses suspect s, by the names
+// Localize gave its hops; known is false when it does not but a silent
+// hop of f could be s.
+func (m *Matrix) crosses(s Suspect, src api.Agent, t api.Target, f *api.Flow) (through, known bool) {
+	if f.Path == nil {
+		return false, false
+	}
+	names := make([]string, 0, len(f.Path.Hops)+2)
+	names = append(names, src.Name)
+	for i, h := range f.Path.Hops {
+		switch {
+		case h == "":
+			names = append(names, "")
+		case i == len(f.Path.Hops)-1 && h == t.Address:
+			names = append(names, t.Name)
+		default:
+			names = append(names, cmpOr(m.deviceOfAddr(h), h))
+		}
+	}
+	if s.Kind == KindLink {
+		from, to, ok := strings.Cut(s.Name, "->")
+		if !ok {
+			return false, true
+		}
+		for i := 1; i < len(names); i++ {
+			if names[i-1] == from && names[i] == to {
+				return true, true
+			}
+		}
+	} else if slices.Contains(names, s.Name) {
+		return true, true
+	}
+	return false, !slices.Contains(names, "")
+}
+
+// splitP is the chance that flows sharing one loss ratio would split as
+// unevenly as these: the least, over the flows sorted by loss, of the
+// chance that the first j lose no more than they did at the pooled ratio,
+// times the number of splits tried. A suspect whose flows split so is
+// not one element dropping its share of every flow's packets.
+func splitP(flows []*api.Flow) float64 {
+	if len(flows) < 2 {
+		return 1
+	}
+	sorted := slices.Clone(flows)
+	slices.SortFunc(sorted, func(a, b *api.Flow) int {
+		// a.Lost/a.Sent against b.Lost/b.Sent, in integers.
+		return cmpU64(a.Lost*b.Sent, b.Lost*a.Sent)
+	})
+	var sent, lost float64
+	for _, f := range sorted {
+		sent += float64(f.Sent)
+		lost += float64(f.Lost)
+	}
+	if sent == 0 {
+		return 1
+	}
+	pooled := lost / sent
+	best := 1.0
+	var lowSent, lowLost float64
+	for _, f := range sorted[:len(sorted)-1] {
+		lowSent += float64(f.Sent)
+		lowLost += float64(f.Lost)
+		// P(X <= lowLost) for X ~ Binomial(lowSent, pooled).
+		best = min(best, upperTail(lowSent-lowLost, lowSent, 1-pooled))
+	}
+	return min(1, best*float64(len(sorted)-1))
+}
+
+// unlocated describes the loss no suspect explains, or nil when no flow
+// lost packets.
+func unlocated(flows []api.Flow, dst string, lossy func(api.Stats) bool) *Unlocated {
+	var u Unlocated
+	common := -1 // hops every lossy flow answered at, from the first
+	var path []string
+	for i := range flows {
+		f := &flows[i]
+		if !lossy(f.Stats) {
+			u.Clean++
+			continue
+		}
+		u.Lossy = append(u.Lossy, f.SourcePort)
+		u.Sent += f.Sent
+		u.Lost += f.Lost
+		var hops []string
+		if f.Path != nil {
+			hops = f.Path.Hops
+		}
+		if common < 0 {
+			path, common = hops, len(hops)
+		}
+		n := 0
+		for n < min(common, len(hops)) && hops[n] != "" && hops[n] != dst && hops[n] == path[n] {
+			n++
+		}
+		common = n
+	}
+	if len(u.Lossy) == 0 {
+		return nil
+	}
+	if common > 0 {
+		u.Past, u.PastTTL = path[common-1], common
+	}
+	return &u
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
