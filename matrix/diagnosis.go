@@ -71,3 +71,19 @@ type FlowRef struct {
 	Lost       uint64   `json:"lost"`
 	Hops       []string `json:"hops,omitempty"`
 }
+
+// ListScore is the score from which a suspect is listed: what an operator
+// reads and acts on, and what list precision is measured over. Below it,
+// a suspect is the scatter around a larger one.
+const ListScore = 0.1
+
+// Listed returns the suspects scored at least ListScore, highest first.
+func (d Diagnosis) Listed() []Suspect {
+	var out []Suspect
+	for _, s := range d.Suspects {
+		if s.Score >= ListScore {
+			out = append(out, s)
+		}
+	}
+	return out
+}

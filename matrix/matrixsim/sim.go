@@ -8,6 +8,7 @@ package matrixsim
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"time"
@@ -92,6 +93,9 @@ type Fault struct {
 	// Rack and Node for a host.
 	Rack, Spine, Node int
 	Up                bool
+	// And are faults at the same time, of the loss kinds (link, spine,
+	// tor, host); Truth names ft's own place only.
+	And []Fault
 }
 
 // Fabric is a simulated leaf-spine fabric.
@@ -431,6 +435,13 @@ func (f *Fabric) faultIndex(ft Fault) faults {
 		x.lb = ft.Loss
 	case Blackhole:
 		x.holeSpine = ft.Spine
+	}
+	for _, o := range ft.And {
+		y := f.faultIndex(o)
+		for _, m := range [][2]map[int]float64{{x.spine, y.spine}, {x.tor, y.tor}, {x.host, y.host}} {
+			maps.Copy(m[0], m[1])
+		}
+		maps.Copy(x.link, y.link)
 	}
 	return x
 }
