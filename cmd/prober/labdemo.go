@@ -83,8 +83,11 @@ func labDemo(ctx context.Context, s testbed.FabricSpec, fault lab.Fault, within 
 	if err := r.Lab().Inject(ctx, fault); err != nil {
 		return err
 	}
-	_, err = r.WaitFor(ctx, within, "the matrix to name "+fault.Device, func(d matrix.Diagnosis, _ matrix.Snapshot) bool {
-		return len(d.Suspects) > 0 && d.Suspects[0].Name == fault.Device
+	// Named alone: an innocent listed beside it would send someone to the
+	// wrong switch.
+	_, err = r.WaitFor(ctx, within, "the matrix to name "+fault.Device+" and nothing else", func(d matrix.Diagnosis, _ matrix.Snapshot) bool {
+		l := d.Listed()
+		return len(l) == 1 && l[0].Name == fault.Device
 	})
 	drawHeatmap(out, r.Snapshot(), api.PathNodeToNode, api.ProtocolTCPSYN, s.TTY)
 	printDiagnosis(out, r.Diagnosis())
