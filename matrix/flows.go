@@ -183,11 +183,12 @@ func splitP(flows []*api.Flow) float64 {
 }
 
 // unlocated describes the loss no suspect explains, or nil when no flow
-// lost packets.
+// lost packets. Past is the deepest hop where every lossy flow that
+// answered there answered alike, and every hop before it too; a silent
+// hop agrees with anything (routers rate-limit their answers).
 func unlocated(flows []api.Flow, dst string, lossy func(api.Stats) bool) *Unlocated {
 	var u Unlocated
-	common := -1 // hops every lossy flow answered at, from the first
-	var path []string
+	var paths [][]string
 	for i := range flows {
 		f := &flows[i]
 		if !lossy(f.Stats) {
@@ -197,26 +198,29 @@ func unlocated(flows []api.Flow, dst string, lossy func(api.Stats) bool) *Unloca
 		u.Lossy = append(u.Lossy, f.SourcePort)
 		u.Sent += f.Sent
 		u.Lost += f.Lost
-		var hops []string
 		if f.Path != nil {
-			hops = f.Path.Hops
+			paths = append(paths, f.Path.Hops)
 		}
-		if common < 0 {
-			path, common = hops, len(hops)
-		}
-		n := 0
-		for n < min(common, len(hops)) && hops[n] != "" && hops[n] != dst && hops[n] == path[n] {
-			n++
-		}
-		common = n
 	}
 	if len(u.Lossy) == 0 {
 		return nil
 	}
-	if common > 0 {
-		u.Past, u.PastTTL = path[common-1], common
+	for ttl := 0; ; ttl++ {
+		at := ""
+		for _, p := range paths {
+			if ttl >= len(p) || p[ttl] == "" {
+				continue
+			}
+			if at != "" && p[ttl] != at {
+				return &u
+			}
+			at = p[ttl]
+		}
+		if at == "" || at == dst {
+			return &u
+		}
+		u.Past, u.PastTTL = at, ttl+1
 	}
-	return &u
 }
 
 func cmpOr(a, b string) string {

@@ -106,8 +106,9 @@ func TestScenarios(t *testing.T) {
 	var results []string
 	for _, sc := range append(scenarios(), seedScenarios(ctx, r)...) {
 		t.Run(sc.name, func(t *testing.T) {
-			detect, localize, err := runScenario(ctx, r, sc)
-			results = append(results, fmt.Sprintf("%-28s detect %5.1fs  localize %5.1fs  %v", sc.name, detect.Seconds(), localize.Seconds(), errOrOK(err)))
+			detect, localize, hold, err := runScenario(ctx, r, sc)
+			results = append(results, fmt.Sprintf("%-28s detect %5.1fs  localize %5.1fs  innocent listed in %d of %d rounds  %v",
+				sc.name, detect.Seconds(), localize.Seconds(), hold.innocent, hold.rounds, errOrOK(err)))
 			if err != nil {
 				printDiagnosis(testWriter{t, &strings.Builder{}}, r.Diagnosis())
 				t.Fatal(err)
@@ -127,10 +128,10 @@ func errOrOK(err error) string {
 	return "ok"
 }
 
-func runScenario(ctx context.Context, r *testbed.Fabric, sc scenario) (detect, localize time.Duration, err error) {
+func runScenario(ctx context.Context, r *testbed.Fabric, sc scenario) (detect, localize time.Duration, hold holdStats, err error) {
 	for _, f := range sc.faults {
 		if err := r.Lab().Inject(ctx, f); err != nil {
-			return 0, 0, err
+			return 0, 0, hold, err
 		}
 	}
 	defer func() {
@@ -174,21 +175,33 @@ func runScenario(ctx context.Context, r *testbed.Fabric, sc scenario) (detect, l
 		return last == nil
 	})
 	if err != nil {
-		return detected, time.Since(start), fmt.Errorf("%w: %v", err, last)
+		return detected, time.Since(start), hold, fmt.Errorf("%w: %v", err, last)
 	}
 	localize = time.Since(start)
 	// The whole list, round after round: an innocent listed for one
 	// round sends someone to the wrong switch as surely as for ten.
 	until := time.Now().Add(listHold)
 	var listed error
+	seen := map[time.Time]bool{}
 	_, err = r.WaitFor(ctx, listHold+10*time.Second, "the hold", func(d matrix.Diagnosis, _ matrix.Snapshot) bool {
-		if s := sc.innocent(d); s != nil && listed == nil {
-			listed = fmt.Errorf("%s %q listed at %.2f beside the fault (%v after it was named)", s.Kind, s.Name, s.Score, time.Since(start)-localize)
+		if !seen[d.Time] {
+			seen[d.Time] = true
+			hold.rounds++
+			if s := sc.innocent(d); s != nil {
+				hold.innocent++
+				if listed == nil {
+					listed = fmt.Errorf("%s %q listed at %.2f beside the fault (%v after it was named)", s.Kind, s.Name, s.Score, time.Since(start)-localize)
+				}
+			}
 		}
 		return time.Now().After(until)
 	})
-	return detected, localize, errors.Join(err, listed)
+	return detected, localize, hold, errors.Join(err, listed)
 }
+
+// holdStats counts the rounds of a scenario's hold, and those that
+// listed an innocent.
+type holdStats struct{ rounds, innocent int }
 
 // anyLoss reports whether some cell of the matrix lost probes.
 func anyLoss(s matrix.Snapshot) bool {

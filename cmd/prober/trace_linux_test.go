@@ -215,4 +215,31 @@ func TestTraceInfersLossyLink(t *testing.T) {
 			}
 		}
 	}
+
+	// Nothing past the first hop answers: nothing can be named, and the
+	// trace says past which hop the lossy flows' loss lies.
+	for _, r := range l.f.Routers {
+		if r.Name != "tor1" {
+			labtest.SilenceTimeExceeded(t, r.Namespace)
+		}
+	}
+	out, errOut, err := l.trace(t, ctx, args...)
+	if err != nil {
+		t.Fatalf("prober trace: %v\n%s", err, errOut)
+	}
+	var rep traceJSON
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	via := l.crossed()
+	u := rep.Unlocated
+	t.Logf("routers past tor1 silent: %d inferred, unlocated %+v", len(rep.Inferred), u)
+	if len(rep.Inferred) != 0 || u == nil || hops[u.Past] != "tor1" || u.PastTTL != 1 || len(u.Lossy) == 0 {
+		t.Fatalf("silent past the first hop: inferred %+v, unlocated %+v; want none, and the loss past tor1 at TTL 1", rep.Inferred, u)
+	}
+	for _, p := range u.Lossy {
+		if via[p] != "spine2" {
+			t.Errorf("silent past the first hop: flow %d read lossy, and it crossed %s", p, via[p])
+		}
+	}
 }

@@ -61,3 +61,33 @@ func SourcePortCounters(t testing.TB, ns string, sports []uint16) func() map[uin
 		return got
 	}
 }
+
+// SilenceTimeExceeded makes the router in namespace ns send no ICMP Time
+// Exceeded, as a switch whose control plane polices them all away: a
+// trace then hears nothing from it. The table (inet labtest_silent) goes
+// with the namespace.
+func SilenceTimeExceeded(t testing.TB, ns string) {
+	t.Helper()
+	fd, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatalf("silence: netns %s: %v", ns, err)
+	}
+	defer fd.Close()
+	c, err := nftables.New(nftables.WithNetNSFd(int(fd)))
+	if err != nil {
+		t.Fatalf("silence: nftables in %s: %v", ns, err)
+	}
+	tbl := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "labtest_silent"})
+	ch := c.AddChain(&nftables.Chain{Table: tbl, Name: "out", Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter})
+	c.AddRule(&nftables.Rule{Table: tbl, Chain: ch, Exprs: []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_ICMP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{11}}, // Time Exceeded
+		&expr.Verdict{Kind: expr.VerdictDrop},
+	}})
+	if err := c.Flush(); err != nil {
+		t.Fatalf("silence in %s: %v", ns, err)
+	}
+}
