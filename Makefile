@@ -11,7 +11,7 @@ IMAGE     ?= ghcr.io/netprober/prober:$(VERSION)
 # this; the bound is there so a hung test fails instead of hanging CI.
 TEST_TIMEOUT ?= 60m
 
-.PHONY: all build pause test demo demo-cluster lint bench fuzz image deps clean kube
+.PHONY: all build pause test demo demo-cluster lint bench fuzz image deps clean kube manifests
 
 all: build
 
@@ -44,6 +44,13 @@ RACE := agent api config hub lab peers plan probe
 RACE_PKGS := $(RACE:%=./%/...)
 empty :=
 RACE_RE := $(subst $(empty) $(empty),|,$(RACE))
+# manifests regenerates what is built from other files: the dashboards'
+# ConfigMap and PrometheusRule, the chart's copies of them, and
+# deploy/daemonset.yaml (the chart's default render). `make test` fails
+# while any of them is stale.
+manifests:
+	$(GO) generate ./dashboards ./charts
+
 test: deps
 	$(GO) vet ./...
 	assets="$$(GO=$(GO) sh hack/kube/build.sh)" && \

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/charts"
 	"github.com/netprober/prober/lab"
 	"github.com/netprober/prober/lab/labtest"
 	"github.com/netprober/prober/matrix"
@@ -32,9 +33,9 @@ type clusterRun struct {
 	keys   map[string]string // pull keys by node agent (pullKey)
 }
 
-// TestCluster is prober as it ships, on a real cluster: deploy/ applied
-// with kubectl (only the documented edits: image, API server LB, hops) to
-// real kubelets, containerd and kube-proxy on the lab fabric, 2 racks x 2
+// TestCluster is prober as it ships, on a real cluster: charts/prober
+// rendered by Helm's own engine with the values a user sets (image, API
+// server LB, hops) and applied with kubectl to real kubelets, containerd and kube-proxy on the lab fabric, 2 racks x 2
 // nodes behind 2 spines. Then the seeds' incidents, on the real paths.
 func TestCluster(t *testing.T) {
 	labtest.NeedNetAdmin(t)
@@ -71,18 +72,31 @@ func TestCluster(t *testing.T) {
 	})
 	t.Logf("cluster up in %v", time.Since(start).Round(time.Millisecond))
 
-	// deploy/ as a user applies it.
+	// prober through its chart, with the values a user of this cluster
+	// would set (deploy/daemonset.yaml is the same chart's default render).
 	manifests := filepath.Join(dir, "deploy")
-	if err := testbed.RenderDeploy(peerstest.RepoFile(t, "deploy"), manifests, testbed.DeployEdits{
-		Image:       testbed.ProberImage,
-		APIServerLB: netip.AddrPortFrom(c.Fabric.VIP, lab.APIServerPort),
-		Hops:        c.Fabric.Hops(),
-	}); err != nil {
+	if err := os.MkdirAll(manifests, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	repo, tag := testbed.ProberImage[:strings.LastIndex(testbed.ProberImage, ":")], testbed.ProberImage[strings.LastIndex(testbed.ProberImage, ":")+1:]
+	hops := map[string]any{}
+	for k, v := range c.Fabric.Hops() {
+		hops[k] = v
+	}
+	rendered, _, err := charts.Render(peerstest.RepoFile(t, "charts/prober"), "prober", "prober", map[string]any{
+		"namespace": map[string]any{"create": true},
+		"image":     map[string]any{"repository": repo, "tag": tag},
+		"matrix":    map[string]any{"apiServerLB": netip.AddrPortFrom(c.Fabric.VIP, lab.APIServerPort).String(), "hops": hops},
+	})
+	if err != nil {
+		t.Fatalf("render charts/prober: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(manifests, "prober.yaml"), []byte(rendered), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	applied := time.Now()
 	if out, err := c.Apply(ctx, manifests); err != nil {
-		t.Fatalf("kubectl apply -f deploy/: %v\n%s", err, out)
+		t.Fatalf("kubectl apply of the chart's render: %v\n%s", err, out)
 	}
 	for _, w := range []string{"daemonset/prober-node", "daemonset/prober-pod", "deployment/prober-matrix"} {
 		if out, err := c.Kubectl(ctx, "-n", "prober", "rollout", "status", w, "--timeout=2m"); err != nil {
