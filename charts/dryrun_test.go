@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,49 +10,27 @@ import (
 	"github.com/netprober/prober/peers/peerstest"
 )
 
-// operatorCRDs stand in for the Prometheus Operator's CRDs: the API
-// server then checks the objects' group, version, kind and scope, but
+// operatorCRD stands in for one of the Prometheus Operator's CRDs: the
+// API server then checks the objects' group, version, kind and scope, but
 // not their spec (the operator's own schemas are not in this repo).
-const operatorCRDs = `
-apiVersion: apiextensions.k8s.io/v1
+func operatorCRD(kind string) string {
+	lower := strings.ToLower(kind)
+	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: podmonitors.monitoring.coreos.com}
+metadata: {name: %[2]ss.monitoring.coreos.com}
 spec:
   group: monitoring.coreos.com
   scope: Namespaced
-  names: {kind: PodMonitor, plural: podmonitors, singular: podmonitor, listKind: PodMonitorList}
+  names: {kind: %[1]s, plural: %[2]ss, singular: %[2]s, listKind: %[1]sList}
   versions:
     - name: v1
       served: true
       storage: true
       schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: servicemonitors.monitoring.coreos.com}
-spec:
-  group: monitoring.coreos.com
-  scope: Namespaced
-  names: {kind: ServiceMonitor, plural: servicemonitors, singular: servicemonitor, listKind: ServiceMonitorList}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: prometheusrules.monitoring.coreos.com}
-spec:
-  group: monitoring.coreos.com
-  scope: Namespaced
-  names: {kind: PrometheusRule, plural: prometheusrules, singular: prometheusrule, listKind: PrometheusRuleList}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-`
+`, kind, lower)
+}
+
+var operatorKinds = []string{"PodMonitor", "ServiceMonitor", "PrometheusRule"}
 
 // TestValuesFilesApply renders every ci/*.yaml and applies it with
 // `kubectl apply --dry-run=server` to a real kube-apiserver: its
@@ -70,7 +49,11 @@ func TestValuesFilesApply(t *testing.T) {
 	}
 	// A dry run cannot create the namespace its objects go in.
 	ns = ns[:strings.Index(ns, "\n---\n")]
-	for name, body := range map[string]string{"namespace.yaml": ns, "crds.yaml": operatorCRDs} {
+	var crds []string
+	for _, k := range operatorKinds {
+		crds = append(crds, operatorCRD(k))
+	}
+	for name, body := range map[string]string{"namespace.yaml": ns, "crds.yaml": strings.Join(crds, "---\n")} {
 		f := filepath.Join(dir, name)
 		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
@@ -79,8 +62,11 @@ func TestValuesFilesApply(t *testing.T) {
 			t.Fatalf("apply %s: %v\n%s", name, err, out)
 		}
 	}
-	if out, err := s.Kubectl(t.Context(), "wait", "--for=condition=Established", "--timeout=60s", "crd/podmonitors.monitoring.coreos.com",
-		"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com"); err != nil {
+	wait := []string{"wait", "--for=condition=Established", "--timeout=60s"}
+	for _, k := range operatorKinds {
+		wait = append(wait, "crd/"+strings.ToLower(k)+"s.monitoring.coreos.com")
+	}
+	if out, err := s.Kubectl(t.Context(), wait...); err != nil {
 		t.Fatalf("CRDs not established: %v\n%s", err, out)
 	}
 	files, _ := filepath.Glob(filepath.Join(chartDir, "ci", "*.yaml"))

@@ -60,6 +60,21 @@ func (l *traceLab) trace(t *testing.T, ctx context.Context, args ...string) (str
 	return out.String(), errOut.String(), err
 }
 
+// report runs `prober trace` with args (which must hold --json) and
+// decodes what it printed.
+func (l *traceLab) report(t *testing.T, ctx context.Context, args ...string) traceJSON {
+	t.Helper()
+	out, errOut, err := l.trace(t, ctx, args...)
+	if err != nil {
+		t.Fatalf("prober trace: %v\n%s", err, errOut)
+	}
+	var rep traceJSON
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	return rep
+}
+
 // crossed says which spine each flow crossed, by the spines' counters.
 func (l *traceLab) crossed() map[uint16]string {
 	out := map[uint16]string{}
@@ -168,14 +183,7 @@ func TestTraceInfersLossyLink(t *testing.T) {
 			a = append([]string{"--matrix-config", conf}, args...)
 		}
 		start := time.Now()
-		out, errOut, err := l.trace(t, ctx, a...)
-		if err != nil {
-			t.Fatalf("prober trace: %v\n%s", err, errOut)
-		}
-		var rep traceJSON
-		if err := json.Unmarshal([]byte(out), &rep); err != nil {
-			t.Fatalf("output is not JSON: %v\n%s", err, out)
-		}
+		rep := l.report(t, ctx, a...)
 		via := l.crossed()
 		var throughSpine2, lossy []uint16
 		for _, fl := range rep.Flows {
@@ -223,14 +231,7 @@ func TestTraceInfersLossyLink(t *testing.T) {
 			labtest.SilenceTimeExceeded(t, r.Namespace)
 		}
 	}
-	out, errOut, err := l.trace(t, ctx, args...)
-	if err != nil {
-		t.Fatalf("prober trace: %v\n%s", err, errOut)
-	}
-	var rep traceJSON
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("output is not JSON: %v\n%s", err, out)
-	}
+	rep := l.report(t, ctx, args...)
 	via := l.crossed()
 	u := rep.Unlocated
 	t.Logf("routers past tor1 silent: %d inferred, unlocated %+v", len(rep.Inferred), u)
