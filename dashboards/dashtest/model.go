@@ -34,6 +34,11 @@ type Panel struct {
 	Targets         []Target                 `json:"targets"`
 	Transformations []Transform              `json:"transformations"`
 	Panels          []Panel                  `json:"panels"` // a collapsed row's
+	FieldConfig     struct {
+		Defaults struct {
+			Unit string `json:"unit"`
+		} `json:"defaults"`
+	} `json:"fieldConfig"`
 }
 
 // Datasource names a panel's, a target's or a variable's data source.
