@@ -115,7 +115,10 @@ func TestCluster(t *testing.T) {
 
 	prom := r.startPrometheus(ctx, kube, dir)
 
-	t.Run("healthy", func(t *testing.T) { r.healthy(ctx, t, 3*time.Minute) })
+	t.Run("healthy", func(t *testing.T) {
+		r.healthy(ctx, t, 3*time.Minute)
+		r.alertsQuiet(ctx, t, prom)
+	})
 	if rss, err := c.RSS(); err == nil {
 		t.Logf("the cluster's processes (daemons, containers) use %d MiB of RSS", rss>>20)
 	}
@@ -129,7 +132,7 @@ func TestCluster(t *testing.T) {
 		})
 	}
 	phase("seed 004: a lossy spine", func(t *testing.T) { r.seed004(ctx, t, prom) })
-	phase("seed 001: the API server's LB forgets established flows", func(t *testing.T) { r.seed001(ctx, t) })
+	phase("seed 001: the API server's LB forgets established flows", func(t *testing.T) { r.seed001(ctx, t, prom) })
 	phase("seed 002: a Service loses its endpoints", func(t *testing.T) { r.seed002(ctx, t) })
 	phase("churn: a node removed, a prober pod deleted", func(t *testing.T) { r.churn(ctx, t) })
 }

@@ -193,12 +193,12 @@ func (r *clusterRun) checkDashboards(ctx context.Context, t *testing.T, prom *te
 // within 10 s with tcp_syn to the VIP clean, the matrix name an lb, and
 // prober be first: before the kubelets' own HTTP/2 health check notices
 // (about 45 s) and before any Node goes NotReady.
-func (r *clusterRun) seed001(ctx context.Context, t *testing.T) {
+func (r *clusterRun) seed001(ctx context.Context, t *testing.T, prom *testbed.Prometheus) {
 	nodes := r.c.Fabric.Nodes()
 	fault := lab.Fault{Kind: lab.FaultLBForget}
 	r.inject(ctx, t, fault)
 	start := time.Now()
-	var agents, lb, notReady time.Duration
+	var agents, lb, notReady, alert time.Duration
 	reporting := 0
 	notReadyNode := ""
 	for time.Since(start) < 90*time.Second {
@@ -240,6 +240,11 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T) {
 				t.Errorf("under %s the matrix also names %s %s (%.2f)", fault, s.Kind, s.Name, s.Score)
 			}
 		}
+		if alert == 0 && r.alertActive(ctx, t, prom, "ProberEstablishedFlowBlackhole", func(l map[string]string) bool {
+			return l["target"] == "apiserver-lb" && l["severity"] == "critical"
+		}) {
+			alert = time.Since(start)
+		}
 		if notReady == 0 {
 			states, err := r.c.Nodes(ctx)
 			if err == nil {
@@ -263,6 +268,13 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T) {
 	if lb == 0 {
 		t.Errorf("the matrix named no lb under %s", fault)
 	}
+	// The black-hole alert, with its routing labels, in the real
+	// Prometheus: pending is enough (its for: is a minute).
+	if alert == 0 {
+		t.Errorf("ProberEstablishedFlowBlackhole{target=\"apiserver-lb\", severity=\"critical\"} neither pending nor firing within 90 s of %s", fault)
+	} else {
+		t.Logf("seed 001: ProberEstablishedFlowBlackhole pending %v after the fault", alert.Round(time.Second))
+	}
 	if notReady > 0 && notReady <= agents {
 		t.Errorf("a Node went NotReady (%v) before prober reported (%v)", notReady, agents)
 	}
@@ -282,6 +294,43 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// alertActive reports whether alert name is pending or firing in prom
+// with labels match takes.
+func (r *clusterRun) alertActive(ctx context.Context, t *testing.T, prom *testbed.Prometheus, name string, match func(map[string]string) bool) bool {
+	rules, err := prom.Client().AlertingRules(ctx)
+	if err != nil {
+		t.Fatalf("alerting rules: %v", err)
+	}
+	for _, rule := range rules {
+		for _, a := range rule.Alerts {
+			if rule.Name == name && (a.State == "pending" || a.State == "firing") && match(a.Labels) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// alertsQuiet fails unless every alerting rule is loaded, healthy and
+// neither pending nor firing: a healthy cluster pages nobody.
+func (r *clusterRun) alertsQuiet(ctx context.Context, t *testing.T, prom *testbed.Prometheus) {
+	rules, err := prom.Client().AlertingRules(ctx)
+	if err != nil {
+		t.Fatalf("alerting rules: %v", err)
+	}
+	if len(rules) < 6 {
+		t.Errorf("%d alerting rules loaded, want the 6 of dashboards/alerts.yaml", len(rules))
+	}
+	for _, rule := range rules {
+		if rule.Health != "ok" {
+			t.Errorf("alert %s: health %q (%s)", rule.Name, rule.Health, rule.LastError)
+		}
+		for _, a := range rule.Alerts {
+			t.Errorf("healthy cluster: alert %s %s %v", rule.Name, a.State, a.Labels)
+		}
+	}
 }
 
 // kubeletNoticed reads the kubelets' logs for their first failed lease
