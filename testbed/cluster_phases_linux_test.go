@@ -160,7 +160,11 @@ func (r *clusterRun) checkDashboards(ctx context.Context, t *testing.T, prom *te
 		Values: map[string]string{"node": "n11", "path": "node_to_node", "protocol": "tcp_syn",
 			"__rate_interval": "8s", "__interval": "2s", "__range": "1m"},
 		// The rules' for: durations are minutes: pending is enough here.
-		Firing: []dashtest.Alert{{Name: "ProberSuspect", Match: func(l map[string]string) bool { return l["name"] == spine }}},
+		Firing: []dashtest.Alert{
+			{Name: "ProberSuspect", Match: func(l map[string]string) bool { return l["name"] == spine && l["severity"] == "warning" }},
+			// 5% on one of two spines: pairs lose well above the SLA's 1e-3.
+			{Name: "ProberLossAboveSLA", Match: func(l map[string]string) bool { return l["severity"] == "critical" && l["path"] != "" }},
+		},
 		Quiet:  []string{"ProberMatrixAbsent", "ProberAgentsMissing", "ProberEstablishedFlowBlackhole"},
 		// Error counters exist once something failed: a lossy spine may
 		// or may not fail an HTTP/2 dial or a pull. Nothing names a node.
