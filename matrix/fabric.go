@@ -14,6 +14,7 @@ type candidate struct {
 	conf   float64
 	dev    int32   // the device it names, or -1
 	links  []int32 // its lossy links
+	pairs  []int32 // the pairs a rule's suspect explains
 }
 
 // fabricSuspects names what the estimator's links say drops packets. A

@@ -53,6 +53,20 @@ func (lc *localizer) examples(r *round, e *estimator, l int32) []int32 {
 	return out
 }
 
+// explainPods takes the flows of the pod paths that dataplane suspects
+// explain out of the fabric's evidence: a node's lossy pod flows cross its
+// ToR and the spines too, which would otherwise share the blame.
+func explainPods(r *round, dps []candidate) {
+	for _, c := range dps {
+		for _, pi := range c.pairs {
+			p := &r.pairs[pi]
+			for fi := p.flowStart; fi < p.flowEnd; fi++ {
+				r.flows[fi].linkEnd = r.flows[fi].linkStart
+			}
+		}
+	}
+}
+
 // Localize names what drops packets, from the reports fresh at now. It
 // runs the stages (rules for lb, dataplane and host; the estimator over
 // every traced flow; 007 voting; Pingmesh tier scoring), merges what they
@@ -88,6 +102,7 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 	lbs := lbRule(r, th)
 	dps := dataplaneRule(r, th)
 	hosts := hostRule(r, th, rackOf)
+	explainPods(r, dps)
 	e.fit(r)
 	blames := vote(r, e, th)
 	var ruleHosts []int32

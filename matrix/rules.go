@@ -401,7 +401,7 @@ func dataplaneRule(r *round, th *Thresholds) []candidate {
 		if !worse {
 			continue
 		}
-		c := candidate{dev: -1, conf: conf}
+		c := candidate{dev: -1, conf: conf, pairs: v.pairs}
 		if d, ok := r.devID[n]; ok {
 			c.dev = d
 		}

@@ -198,8 +198,12 @@ func newTraceReport(host string, dst, src netip.Addr, port uint16, cfg probe.Tra
 func inferSuspects(dst, src netip.Addr, mcfg matrix.Config, fts []probe.FlowTrace) (matrix.FlowsVerdict, error) {
 	tcp := api.Protocol{Protocol: api.ProtocolTCPSYN}
 	lossy := false
+	gw := sharedFirstHop(fts)
 	for _, ft := range fts {
 		hops := ft.Path()
+		if len(hops) > 1 && hops[0] == "" && gw != "" {
+			hops[0] = gw
+		}
 		if !ft.Reached {
 			// A flow that never reached the target ends where it was
 			// last heard.
@@ -221,6 +225,34 @@ func inferSuspects(dst, src netip.Addr, mcfg matrix.Config, fts []probe.FlowTrac
 	return matrix.LocalizeFlows(mcfg, agent, target, func(s api.Stats) bool {
 		return probe.DefaultNoise.Lossy(int(s.Sent), int(s.Lost))
 	}, time.Now())
+}
+
+// minFirstHopAnswers is how many flows must have heard the same first hop,
+// and none another, for it to stand for the flows that heard none: with
+// two gateways, 4 flows agree by chance one time in 8.
+const minFirstHopAnswers = 4
+
+// sharedFirstHop is the first hop every flow from this host takes, when
+// the flows that heard theirs all heard one address: the host's gateway,
+// rate-limited for the rest. Without it, the flows that missed it would
+// not count as crossing it, and a first hop could be named from the
+// lossy flows that heard it alone.
+func sharedFirstHop(fts []probe.FlowTrace) string {
+	seen, n := "", 0
+	for _, ft := range fts {
+		if len(ft.Hops) < 2 || !ft.Hops[0].Addr.IsValid() || ft.Hops[0].Destination {
+			continue
+		}
+		a := ft.Hops[0].Addr.String()
+		if seen != "" && a != seen {
+			return ""
+		}
+		seen, n = a, n+1
+	}
+	if n < minFirstHopAnswers {
+		return ""
+	}
+	return seen
 }
 
 func ratio(sent, recv int) float64 {
