@@ -165,7 +165,7 @@ func (r *clusterRun) checkDashboards(ctx context.Context, t *testing.T, prom *te
 			// 5% on one of two spines: pairs lose well above the SLA's 1e-3.
 			{Name: "ProberLossAboveSLA", Match: func(l map[string]string) bool { return l["severity"] == "critical" && l["path"] != "" }},
 		},
-		Quiet:  []string{"ProberMatrixAbsent", "ProberAgentsMissing", "ProberEstablishedFlowBlackhole"},
+		Quiet: []string{"ProberMatrixAbsent", "ProberAgentsMissing", "ProberEstablishedFlowBlackhole"},
 		// Error counters exist once something failed: a lossy spine may
 		// or may not fail an HTTP/2 dial or a pull. Nothing names a node.
 		MayLack: map[string]string{
