@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -150,9 +151,14 @@ func TestRunFollowsEndpoints(t *testing.T) {
 
 	// A backend turning NotReady leaves the list; the peer stays.
 	eslices := client.DiscoveryV1().EndpointSlices("web")
+	// Each write gets a new resourceVersion, as a real API server gives
+	// it: the discovery ignores an update that keeps its object's.
+	rv := 10
 	awaitAfter("backend not ready", func() error {
-		_, err := eslices.Update(ctx, slice("web", "app", "app-1", ep("198.51.100.11", "n", "n", ""), ep("192.0.2.2", "y", "y", "")),
-			metav1.UpdateOptions{})
+		rv++
+		s := slice("web", "app", "app-1", ep("198.51.100.11", "n", "n", ""), ep("192.0.2.2", "y", "y", ""))
+		s.ResourceVersion = strconv.Itoa(rv)
+		_, err := eslices.Update(ctx, s, metav1.UpdateOptions{})
 		return err
 	}, backendsAre("web/app", "n2"))
 
