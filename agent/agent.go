@@ -209,11 +209,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		g.Go(func() error { return a.paths.run(gctx) })
 	}
 	g.Go(func() error { return a.runFirstHop(gctx) })
-	g.Go(func() error { return a.sched.run(gctx) })
+	// The scheduler alone starts probes (probeWG.Add): stopProbes waits
+	// for it to return first, since an Add racing the Wait is misuse.
+	schedDone := make(chan struct{})
+	g.Go(func() error { defer close(schedDone); return a.sched.run(gctx) })
 	g.Go(a.serve)
 	g.Go(func() error { return a.conns.run(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
+		<-schedDone
 		a.stopProbes()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
