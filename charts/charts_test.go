@@ -2,6 +2,7 @@ package charts
 
 import (
 	"bytes"
+	"cmp"
 	"flag"
 	"os"
 	"path/filepath"
@@ -122,7 +123,7 @@ func TestLint(t *testing.T) {
 		t.Fatalf("%d values files in %s/ci, want the table's 5 or more", len(files), chartDir)
 	}
 	for _, f := range append([]string{""}, files...) {
-		t.Run(filepath.Base(cmpOr(f, "defaults")), func(t *testing.T) {
+		t.Run(filepath.Base(cmp.Or(f, "defaults")), func(t *testing.T) {
 			var vals map[string]any
 			if f != "" {
 				vals = valuesFile(t, f)
@@ -137,13 +138,6 @@ func TestLint(t *testing.T) {
 			}
 		})
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // TestValuesFiles renders each ci/*.yaml and checks what its toggles

@@ -47,8 +47,12 @@ func TestValuesFilesApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A dry run cannot create the namespace its objects go in.
-	ns = ns[:strings.Index(ns, "\n---\n")]
+	// A dry run cannot create the namespace its objects go in: the
+	// render's first object, in Helm's install order.
+	ns, _, _ = strings.Cut(ns, "\n---\n")
+	if !strings.Contains(ns, "\nkind: Namespace\n") {
+		t.Fatalf("the render does not open with the Namespace:\n%s", ns)
+	}
 	var crds []string
 	for _, k := range operatorKinds {
 		crds = append(crds, operatorCRD(k))

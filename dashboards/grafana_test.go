@@ -65,7 +65,9 @@ func TestGrafanaSchema(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := 0
-		for i, rp := range generic.Panels {
+		// A collapsed row's panels join the list as it is walked.
+		for i := 0; i < len(generic.Panels); i++ {
+			rp := generic.Panels[i]
 			var kind struct {
 				Type   string            `json:"type"`
 				Panels []json.RawMessage `json:"panels"`

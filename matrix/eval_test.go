@@ -23,12 +23,17 @@ var evalFabric = matrixsim.Config{
 	SilentHop: 0.05, Background: 1e-4,
 }
 
-func localize(t testing.TB, fab *matrixsim.Fabric, ft matrixsim.Fault, seed uint64) matrix.Diagnosis {
+// localize runs one round over the fabric's reports under ft; lost, when
+// set, says which reports never arrive.
+func localize(t testing.TB, fab *matrixsim.Fabric, ft matrixsim.Fault, seed uint64, lost func() bool) matrix.Diagnosis {
 	m, err := matrix.New(matrix.Config{GroupBy: "rack", Hops: fab.Hops()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range fab.Observations(ft, seed) {
+		if lost != nil && lost() {
+			continue
+		}
 		if err := m.Observe(t0, o); err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +72,7 @@ func evaluate(t testing.TB, cfg matrixsim.Config, k matrixsim.Kind, loss float64
 	var s score
 	for i := range trials {
 		ft := fab.Random(k, loss, rng)
-		d := localize(t, fab, ft, seed*1000+uint64(i))
+		d := localize(t, fab, ft, seed*1000+uint64(i), nil)
 		s.trials++
 		if len(d.Suspects) == 0 {
 			continue
@@ -146,7 +151,7 @@ func TestLocalizeQuality(t *testing.T) {
 		fab, _ := matrixsim.New(evalFabric)
 		named := 0
 		for i := range trials {
-			if d := localize(t, fab, matrixsim.Fault{Kind: matrixsim.Healthy}, uint64(100+i)); len(d.Suspects) > 0 {
+			if d := localize(t, fab, matrixsim.Fault{Kind: matrixsim.Healthy}, uint64(100+i), nil); len(d.Suspects) > 0 {
 				named++
 				t.Errorf("healthy trial %d: suspects %+v", i, d.Suspects[0])
 			}
@@ -285,16 +290,7 @@ func TestListQuality(t *testing.T) {
 						}
 					}
 				}
-				m, _ := matrix.New(matrix.Config{GroupBy: "rack", Hops: fab.Hops()})
-				for _, o := range fab.Observations(ft, uint64(1000*i+trial)) {
-					if row.missing > 0 && rng.Float64() < row.missing {
-						continue
-					}
-					if err := m.Observe(t0, o); err != nil {
-						t.Fatal(err)
-					}
-				}
-				d := m.Localize(t0)
+				d := localize(t, fab, ft, uint64(1000*i+trial), func() bool { return row.missing > 0 && rng.Float64() < row.missing })
 				named := map[string]bool{}
 				for _, s := range d.Listed() {
 					listed++

@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -60,8 +61,9 @@ const splitAlpha = 1e-3
 // target: src is the tracing host, t the target with one protocol whose
 // Flows carry their paths (the destination last when reached, "" for a
 // hop nobody heard). Names and thresholds come from cfg, as in the matrix
-// process. A suspect the clean flows cross is dropped (vetoP); if flows
-// lost packets and nothing is left, Unlocated says past which hop. lossy
+// process. A suspect whose flows split into clean and lossy is dropped
+// (splitAlpha); if flows lost packets and nothing is left, Unlocated says
+// past which hop. lossy
 // says whether a flow's end-to-end counts are beyond noise, by the
 // caller's bar.
 func LocalizeFlows(cfg Config, src api.Agent, t api.Target, lossy func(api.Stats) bool, now time.Time) (FlowsVerdict, error) {
@@ -78,13 +80,17 @@ func LocalizeFlows(cfg Config, src api.Agent, t api.Target, lossy func(api.Stats
 	}
 	d := m.Localize(now)
 	flows := t.Protocols[0].Flows
+	names := make([][]string, len(flows))
+	for i := range flows {
+		names[i] = m.hopNames(src, t, &flows[i])
+	}
 	var v FlowsVerdict
 	for _, s := range d.Suspects {
 		fs := FlowSuspect{Suspect: s}
 		var crossing []*api.Flow
 		for i := range flows {
 			f := &flows[i]
-			through, known := m.crosses(s, src, t, f)
+			through, known := crosses(s, names[i])
 			if !through && !known {
 				fs.Unknown = append(fs.Unknown, f.SourcePort)
 				continue
@@ -113,14 +119,13 @@ func LocalizeFlows(cfg Config, src api.Agent, t api.Target, lossy func(api.Stats
 	return v, nil
 }
 
-// crosses says whether flow f (src to t) crosses suspect s, by the names
-// Localize gave its hops; known is false when it does not but a silent
-// hop of f could be s.
-func (m *Matrix) crosses(s Suspect, src api.Agent, t api.Target, f *api.Flow) (through, known bool) {
+// hopNames names flow f's path from src to t as Localize names its
+// devices: src first, "" for a hop nobody heard; nil for an untraced flow.
+func (m *Matrix) hopNames(src api.Agent, t api.Target, f *api.Flow) []string {
 	if f.Path == nil {
-		return false, false
+		return nil
 	}
-	names := make([]string, 0, len(f.Path.Hops)+2)
+	names := make([]string, 0, len(f.Path.Hops)+1)
 	names = append(names, src.Name)
 	for i, h := range f.Path.Hops {
 		switch {
@@ -129,8 +134,18 @@ func (m *Matrix) crosses(s Suspect, src api.Agent, t api.Target, f *api.Flow) (t
 		case i == len(f.Path.Hops)-1 && h == t.Address:
 			names = append(names, t.Name)
 		default:
-			names = append(names, cmpOr(m.deviceOfAddr(h), h))
+			names = append(names, cmp.Or(m.deviceOfAddr(h), h))
 		}
+	}
+	return names
+}
+
+// crosses says whether the flow whose path hopNames gave crosses suspect
+// s; known is false when it does not but a silent hop could be s (or the
+// flow was not traced).
+func crosses(s Suspect, names []string) (through, known bool) {
+	if names == nil {
+		return false, false
 	}
 	if s.Kind == KindLink {
 		from, to, ok := strings.Cut(s.Name, "->")
@@ -221,11 +236,4 @@ func unlocated(flows []api.Flow, dst string, lossy func(api.Stats) bool) *Unloca
 		}
 		u.Past, u.PastTTL = at, ttl+1
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

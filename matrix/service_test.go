@@ -100,7 +100,7 @@ func TestServiceVIPNotFabric(t *testing.T) {
 						if namesVIP(s) {
 							t.Errorf("seed %d: suspect %s names the Service's VIP, which is no device", seed, suspect(s))
 						}
-						if s.Kind == kind && s.Name == culprit || s.Score < 0.1 {
+						if s.Kind == kind && s.Name == culprit || s.Score < matrix.ListScore {
 							continue
 						}
 						if kind == matrix.KindHost && s.Kind == matrix.KindHost {

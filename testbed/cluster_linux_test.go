@@ -78,7 +78,8 @@ func TestCluster(t *testing.T) {
 	if err := os.MkdirAll(manifests, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	repo, tag := testbed.ProberImage[:strings.LastIndex(testbed.ProberImage, ":")], testbed.ProberImage[strings.LastIndex(testbed.ProberImage, ":")+1:]
+	tagAt := strings.LastIndex(testbed.ProberImage, ":")
+	repo, tag := testbed.ProberImage[:tagAt], testbed.ProberImage[tagAt+1:]
 	hops := map[string]any{}
 	for k, v := range c.Fabric.Hops() {
 		hops[k] = v

@@ -125,11 +125,11 @@ func (r *clusterRun) seed004(ctx context.Context, t *testing.T, prom *testbed.Pr
 	for time.Since(start) < 60*time.Second || named > 0 && time.Since(start) < named+30*time.Second {
 		_, d := r.get(ctx, t)
 		others := 0
-		for _, s := range d.Suspects {
-			if s.Score >= 0.1 && innocent(s, spine) {
+		for _, s := range d.Listed() {
+			if innocent(s, spine) {
 				t.Fatalf("%v after %s: an innocent suspect scores %.2f: %s", time.Since(start).Round(time.Second), fault, s.Score, describe(d))
 			}
-			if s.Score >= 0.1 && (s.Kind != matrix.KindDevice || s.Name != spine) {
+			if s.Kind != matrix.KindDevice || s.Name != spine {
 				others++
 			}
 		}
@@ -239,14 +239,14 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T, prom *testbed.Pr
 		if lb == 0 && slices.ContainsFunc(d.Suspects, func(s matrix.Suspect) bool { return s.Kind == matrix.KindLB }) {
 			lb = time.Since(start)
 		}
-		for _, s := range d.Suspects {
-			if s.Kind != matrix.KindLB && s.Score >= 0.1 {
+		for _, s := range d.Listed() {
+			if s.Kind != matrix.KindLB {
 				t.Errorf("under %s the matrix also names %s %s (%.2f)", fault, s.Kind, s.Name, s.Score)
 			}
 		}
-		if alert == 0 && r.alertActive(ctx, t, prom, "ProberEstablishedFlowBlackhole", func(l map[string]string) bool {
+		if alert == 0 && r.alertActive(ctx, t, prom, dashtest.Alert{Name: "ProberEstablishedFlowBlackhole", Match: func(l map[string]string) bool {
 			return l["target"] == "apiserver-lb" && l["severity"] == "critical"
-		}) {
+		}}) {
 			alert = time.Since(start)
 		}
 		if notReady == 0 {
@@ -300,21 +300,13 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T, prom *testbed.Pr
 	})
 }
 
-// alertActive reports whether alert name is pending or firing in prom
-// with labels match takes.
-func (r *clusterRun) alertActive(ctx context.Context, t *testing.T, prom *testbed.Prometheus, name string, match func(map[string]string) bool) bool {
+// alertActive reports whether alert want is pending or firing in prom.
+func (r *clusterRun) alertActive(ctx context.Context, t *testing.T, prom *testbed.Prometheus, want dashtest.Alert) bool {
 	rules, err := prom.Client().AlertingRules(ctx)
 	if err != nil {
 		t.Fatalf("alerting rules: %v", err)
 	}
-	for _, rule := range rules {
-		for _, a := range rule.Alerts {
-			if rule.Name == name && (a.State == "pending" || a.State == "firing") && match(a.Labels) {
-				return true
-			}
-		}
-	}
-	return false
+	return dashtest.Tripped(rules, want)
 }
 
 // alertsQuiet fails unless every alerting rule is loaded, healthy and
@@ -324,8 +316,18 @@ func (r *clusterRun) alertsQuiet(ctx context.Context, t *testing.T, prom *testbe
 	if err != nil {
 		t.Fatalf("alerting rules: %v", err)
 	}
-	if len(rules) < 6 {
-		t.Errorf("%d alerting rules loaded, want the 6 of dashboards/alerts.yaml", len(rules))
+	want, err := dashtest.LoadRules(os.DirFS(peerstest.RepoFile(t, "dashboards")), "alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := map[string]bool{}
+	for _, rule := range rules {
+		loaded[rule.Name] = true
+	}
+	for _, w := range want {
+		if !loaded[w.Alert] {
+			t.Errorf("alert %s of dashboards/alerts.yaml is not loaded", w.Alert)
+		}
 	}
 	for _, rule := range rules {
 		if rule.Health != "ok" {
@@ -446,8 +448,8 @@ spec:
 				t.Fatalf("%s -> %s (%s %s) lost %d: the pods' direct paths must stay clean", c.Source, c.Target, c.Path, c.Protocol, c.Lost)
 			}
 		}
-		for _, s := range d.Suspects {
-			if s.Kind != matrix.KindLB && s.Score >= 0.1 {
+		for _, s := range d.Listed() {
+			if s.Kind != matrix.KindLB {
 				t.Fatalf("the fabric is blamed: %s", describe(d))
 			}
 		}

@@ -318,8 +318,8 @@ func (m *proc) hold(d time.Duration) (peak int64, failures []string) {
 				if err := json.Unmarshal(b, &diag); err != nil {
 					fail("diagnosis: %v", err)
 				}
-				for _, s := range diag.Suspects {
-					if s.Score >= 0.1 && !strings.Contains(s.Name, "rogue") {
+				for _, s := range diag.Listed() {
+					if !strings.Contains(s.Name, "rogue") {
 						fail("an innocent blamed: %s %s score %.2f (%s)", s.Kind, s.Name, s.Score, s.Evidence.Detail)
 					}
 				}

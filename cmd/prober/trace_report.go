@@ -332,7 +332,7 @@ func (r traceReport) printInferred(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s: score %.2f; %d flows cross it (%s), %d lossy, %d/%d lost (%s); %d flows avoid it, %d/%d lost\n",
 			name, s.Score, len(s.Through), ports(s.Through), len(s.Lossy),
-			s.Lost, s.Sent, pct(ratio64(s.Sent, s.Lost)), r.Flows-len(s.Through)-len(s.Unknown), s.AvoidLost, s.AvoidSent)
+			s.Lost, s.Sent, pct(ratio(int(s.Sent), int(s.Sent-s.Lost))), r.Flows-len(s.Through)-len(s.Unknown), s.AvoidLost, s.AvoidSent)
 		if len(s.Unknown) > 0 {
 			fmt.Fprintf(w, "    %d flows may cross it too (a hop of theirs was silent): %s\n", len(s.Unknown), ports(s.Unknown))
 		}
@@ -348,13 +348,6 @@ func (r traceReport) printInferred(w io.Writer) {
 		fmt.Fprintf(w, "\nunlocated: %d lossy flows (%s) lost %d/%d %s; no hop past it answered to tell their paths from the %d clean flows' (trace again with more --probes or --retries, or from another host)\n",
 			len(u.Lossy), ports(u.Lossy), u.Lost, u.Sent, where, u.Clean)
 	}
-}
-
-func ratio64(sent, lost uint64) float64 {
-	if sent == 0 {
-		return 0
-	}
-	return float64(lost) / float64(sent)
 }
 
 func pct(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" }

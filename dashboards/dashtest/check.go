@@ -171,7 +171,7 @@ func Check(ctx context.Context, o Options) (problems, notes []string) {
 		}
 	}
 	for _, want := range o.Firing {
-		if !tripped(groups, want) {
+		if !Tripped(groups, want) {
 			bad("alert %s: not pending or firing", want.Name)
 		}
 	}
@@ -219,9 +219,9 @@ func lackReason(mayLack map[string]string, expr string) string {
 	return ""
 }
 
-// tripped reports whether an alert of rule want.Name is pending or firing
+// Tripped reports whether an alert of rule want.Name is pending or firing
 // with labels want.Match takes.
-func tripped(groups []testbed.AlertingRule, want Alert) bool {
+func Tripped(groups []testbed.AlertingRule, want Alert) bool {
 	for _, r := range groups {
 		for _, a := range r.Alerts {
 			if r.Name == want.Name && (a.State == "pending" || a.State == "firing") && (want.Match == nil || want.Match(a.Labels)) {
