@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/probe"
 )
@@ -33,6 +34,23 @@ type Target struct {
 	// Backends names the node and pod targets behind an lb target (its
 	// Service's ready endpoints), reported for the matrix's LB rule.
 	Backends []string
+}
+
+// Family is the target's address family: a dual-stack peer is two
+// targets under one name, one per family.
+func (t Target) Family() string { return api.FamilyOf(t.Addr) }
+
+func (t Target) key() targetKey { return targetKey{t.Name, t.Family()} }
+
+// targetKey identifies a probed target: its name and family.
+type targetKey struct{ name, family string }
+
+// engines are the probe engines of one address family, each nil when its
+// protocol is not probed.
+type engines struct {
+	src  netip.Addr
+	icmp *probe.ICMP
+	syn  *probe.TCPSYN
 }
 
 // TargetsFromConfig converts the static targets of a config. An address
@@ -51,14 +69,14 @@ func TargetsFromConfig(c *config.Agent) []Target {
 // Agent is the per-node prober process: it probes its targets, keeps the
 // results in sliding windows and serves them.
 type Agent struct {
-	cfg     *config.Agent
-	log     *slog.Logger
-	src     netip.Addr
-	reg     *prometheus.Registry
-	m       *metrics
-	http2   *http2Metrics
-	icmp    *probe.ICMP
-	syn     *probe.TCPSYN
+	cfg   *config.Agent
+	log   *slog.Logger
+	src   netip.Addr // the first source: the agent's address
+	reg   *prometheus.Registry
+	m     *metrics
+	http2 *http2Metrics
+	// fams are the engines of each family the agent has a source of.
+	fams    map[string]*engines
 	paths   *paths // nil when tracing is off (paths.go)
 	limiter *rate.Limiter
 	sem     chan struct{} // bounds probes in flight
@@ -82,7 +100,7 @@ type Agent struct {
 	pull pullKey
 
 	mu       sync.Mutex
-	targets  map[string]*target
+	targets  map[targetKey]*target
 	labels   map[string]string // its own, reported in observations
 	firstHop netip.Addr        // its first-hop router, invalid when unknown
 	probeWG  sync.WaitGroup
@@ -97,8 +115,10 @@ func Check(cfg *config.Agent) error {
 	var errs []error
 	p := cfg.Probing
 	if slices.Contains(p.Protocols, probe.ProtocolTCPSYN) {
-		if err := cfg.TCPSYNConfig().Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("tcp_syn: %w", err))
+		for _, src := range cfg.SourceAddrs() {
+			if err := cfg.TCPSYNConfig(src).Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("tcp_syn: %w", err))
+			}
 		}
 		if p.Trace.On() {
 			if err := cfg.TraceConfig().Validate(); err != nil {
@@ -134,7 +154,8 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 		log:      logger,
 		src:      cfg.SourceAddr(),
 		reg:      prometheus.NewRegistry(),
-		targets:  map[string]*target{},
+		targets:  map[targetKey]*target{},
+		fams:     map[string]*engines{},
 		labels:   maps.Clone(cfg.Labels),
 		now:      time.Now,
 		lbSettle: lbSettle,
@@ -156,22 +177,9 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 			a.closeEngines()
 		}
 	}()
-	unmatched := map[probe.Protocol]*probe.Unmatched{}
-	if slices.Contains(p.Protocols, probe.ProtocolICMP) {
-		if a.icmp, err = probe.NewICMP(a.src, logger); err != nil {
-			return nil, err
-		}
-		unmatched[probe.ProtocolICMP] = &a.icmp.Unmatched
+	if err := a.openEngines(); err != nil {
+		return nil, err
 	}
-	if slices.Contains(p.Protocols, probe.ProtocolTCPSYN) {
-		sc := cfg.TCPSYNConfig()
-		sc.Logger = logger
-		if a.syn, err = probe.NewTCPSYN(sc); err != nil {
-			return nil, err
-		}
-		unmatched[probe.ProtocolTCPSYN] = &a.syn.Unmatched
-	}
-	a.reg.MustRegister(newUnmatchedCollector(unmatched))
 	if a.paths, err = newPaths(a); err != nil {
 		return nil, err
 	}
@@ -199,11 +207,13 @@ func (a *Agent) Addr() net.Addr { return a.ln.Addr() }
 // then stops the probes, shuts the server down and returns nil.
 func (a *Agent) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	if a.icmp != nil {
-		g.Go(func() error { return a.icmp.Run(gctx) })
-	}
-	if a.syn != nil {
-		g.Go(func() error { return a.syn.Run(gctx) })
+	for _, e := range a.fams {
+		if e.icmp != nil {
+			g.Go(func() error { return e.icmp.Run(gctx) })
+		}
+		if e.syn != nil {
+			g.Go(func() error { return e.syn.Run(gctx) })
+		}
 	}
 	if a.paths != nil {
 		g.Go(func() error { return a.paths.run(gctx) })
@@ -234,7 +244,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	a.log.Info("agent started", "name", a.cfg.Name, "class", a.cfg.Class, "listen", a.ln.Addr().String(),
-		"source", a.src.String(), "targets", len(a.cfg.Targets), "protocols", a.cfg.Probing.Protocols)
+		"source", a.cfg.SourceAddrs(), "targets", len(a.cfg.Targets), "protocols", a.cfg.Probing.Protocols)
 	err := g.Wait()
 	if ctx.Err() != nil && err == nil {
 		a.log.Info("agent stopped")
@@ -242,12 +252,42 @@ func (a *Agent) Run(ctx context.Context) error {
 	return err
 }
 
-func (a *Agent) closeEngines() {
-	if a.icmp != nil {
-		a.icmp.Close()
+// openEngines opens the engines of every probed protocol for each
+// source's family.
+func (a *Agent) openEngines() error {
+	p := a.cfg.Probing
+	unmatched := map[probe.Protocol][]*probe.Unmatched{}
+	for _, src := range a.cfg.SourceAddrs() {
+		e := &engines{src: src}
+		a.fams[api.FamilyOf(src)] = e
+		var err error
+		if slices.Contains(p.Protocols, probe.ProtocolICMP) {
+			if e.icmp, err = probe.NewICMP(src, a.log); err != nil {
+				return err
+			}
+			unmatched[probe.ProtocolICMP] = append(unmatched[probe.ProtocolICMP], &e.icmp.Unmatched)
+		}
+		if slices.Contains(p.Protocols, probe.ProtocolTCPSYN) {
+			sc := a.cfg.TCPSYNConfig(src)
+			sc.Logger = a.log
+			if e.syn, err = probe.NewTCPSYN(sc); err != nil {
+				return err
+			}
+			unmatched[probe.ProtocolTCPSYN] = append(unmatched[probe.ProtocolTCPSYN], &e.syn.Unmatched)
+		}
 	}
-	if a.syn != nil {
-		a.syn.Close()
+	a.reg.MustRegister(newUnmatchedCollector(unmatched))
+	return nil
+}
+
+func (a *Agent) closeEngines() {
+	for _, e := range a.fams {
+		if e.icmp != nil {
+			e.icmp.Close()
+		}
+		if e.syn != nil {
+			e.syn.Close()
+		}
 	}
 	a.paths.close()
 	if a.ln != nil {

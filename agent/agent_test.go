@@ -193,7 +193,7 @@ targets:
 	if strings.Contains(metrics, `target="vip"`) {
 		t.Error("/metrics still has target=\"vip\"")
 	}
-	for _, want := range []string{"prober_build_info{", `prober_probes_sent_total{path="pod_to_node",protocol="tcp_syn",target="up"}`, "prober_rtt_seconds_bucket{", `prober_replies_unmatched_total{protocol="tcp_syn",reason="late"}`} {
+	for _, want := range []string{"prober_build_info{", `prober_probes_sent_total{family="ipv4",path="pod_to_node",protocol="tcp_syn",target="up"}`, "prober_rtt_seconds_bucket{", `prober_replies_unmatched_total{protocol="tcp_syn",reason="late"}`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
@@ -242,7 +242,7 @@ probing: {interval: 50ms, protocols: [icmp], sourcePortBase: 62500, maxTargets: 
 targets: [{name: self, address: 127.0.0.1, class: node, port: 9}]
 `)
 	time.Sleep(300 * time.Millisecond)
-	if m := get(t, base+"/metrics"); strings.Contains(m, "target=") || !strings.Contains(m, `prober_probes_sent_total{path="node_to_node",protocol="icmp"}`) {
+	if m := get(t, base+"/metrics"); strings.Contains(m, "target=") || !strings.Contains(m, `prober_probes_sent_total{family="ipv4",path="node_to_node",protocol="icmp"}`) {
 		t.Errorf("perTarget false: target label present or series missing:\n%s", grep(m, "prober_probes_sent_total"))
 	}
 	if problems, err := testutil.GatherAndLint(a.Registry()); err != nil || len(problems) > 0 {

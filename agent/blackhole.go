@@ -97,7 +97,7 @@ type blackholeCollector struct {
 }
 
 func newBlackholeCollector(a *Agent, perTarget bool) *blackholeCollector {
-	labels := []string{"path"}
+	labels := []string{"path", "family"}
 	if perTarget {
 		labels = append(labels, "target")
 	}
@@ -118,7 +118,8 @@ func (c *blackholeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	c.a.mu.Unlock()
-	byPath := map[string]float64{}
+	type pathFamily struct{ path, family string }
+	byPath := map[pathFamily]float64{}
 	for _, t := range ts {
 		t.mu.Lock()
 		v := 0.0
@@ -127,12 +128,13 @@ func (c *blackholeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		t.mu.Unlock()
 		if c.perTarget {
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, t.path, t.Name)
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, t.path, t.Family(), t.Name)
 		} else {
-			byPath[t.path] = max(byPath[t.path], v)
+			k := pathFamily{t.path, t.Family()}
+			byPath[k] = max(byPath[k], v)
 		}
 	}
-	for path, v := range byPath {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, path)
+	for k, v := range byPath {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, k.path, k.family)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/config"
 )
 
@@ -64,9 +65,12 @@ func named(gw netip.Addr) bool { return gw.IsValid() && !gw.IsLinkLocalUnicast()
 // is: the node targets' when there are any (a VIP may be routed apart, a
 // rack-mate may be the gateway of its own pods' routes), else every
 // target's; at most firstHopSample, spread over the targets by name.
-func firstHopTargets(ts map[string]*target) []netip.Addr {
+func firstHopTargets(ts map[targetKey]*target, family string) []netip.Addr {
 	var nodes, all []*target
 	for _, t := range ts {
+		if t.Family() != family {
+			continue // routes of the source's own family say its first hop
+		}
 		all = append(all, t)
 		if t.Class == config.ClassNode {
 			nodes = append(nodes, t)
@@ -119,7 +123,7 @@ func (a *Agent) runFirstHop(ctx context.Context) error {
 // Observations.
 func (a *Agent) updateFirstHop() error {
 	a.mu.Lock()
-	dsts := firstHopTargets(a.targets)
+	dsts := firstHopTargets(a.targets, api.FamilyOf(a.src))
 	a.mu.Unlock()
 	gws, dflt, err := a.routes(a.src, dsts)
 	if err != nil {

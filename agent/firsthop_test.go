@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+
+	"github.com/netprober/prober/api"
 	"time"
 )
 
@@ -54,19 +56,21 @@ func TestFirstHop(t *testing.T) {
 
 func TestFirstHopTargets(t *testing.T) {
 	t.Parallel()
-	ts := map[string]*target{}
+	ts := map[targetKey]*target{}
 	add := func(name, class, addr string) {
-		ts[name] = &target{Target: Target{Name: name, Class: class, Addr: netip.MustParseAddr(addr)}}
+		tg := Target{Name: name, Class: class, Addr: netip.MustParseAddr(addr)}
+		ts[tg.key()] = &target{Target: tg}
 	}
 	add("vip", "lb", "203.0.113.10")
 	add("p1", "pod", "198.51.100.7")
-	if got := firstHopTargets(ts); len(got) != 2 {
+	add("p1", "pod", "2001:db8::7") // the other family's routes say nothing
+	if got := firstHopTargets(ts, api.FamilyIPv4); len(got) != 2 {
 		t.Errorf("no node targets: %v, want every target's address", got)
 	}
 	for i := range 200 {
 		add(fmt.Sprintf("n%03d", i), "node", fmt.Sprintf("192.0.2.%d", i))
 	}
-	got := firstHopTargets(ts)
+	got := firstHopTargets(ts, api.FamilyIPv4)
 	if len(got) != firstHopSample {
 		t.Fatalf("200 node targets: %d addresses, want %d", len(got), firstHopSample)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -165,10 +166,10 @@ func TargetsFromPlan(ps []api.Peer, apiServerCA string) ([]Target, []error) {
 	out := make([]Target, 0, len(ps))
 	var bad []error
 	for _, p := range ps {
-		addr, err := netip.ParseAddr(p.Address)
+		addrs, err := peerAddrs(p)
 		switch {
-		case err != nil || !addr.Is4():
-			bad = append(bad, fmt.Errorf("%s: address %q is not IPv4", p.Name, p.Address))
+		case err != nil:
+			bad = append(bad, fmt.Errorf("%s: %w", p.Name, err))
 			continue
 		case p.Name == "":
 			bad = append(bad, fmt.Errorf("target at %s has no name", p.Address))
@@ -183,14 +184,38 @@ func TargetsFromPlan(ps []api.Peer, apiServerCA string) ([]Target, []error) {
 			bad = append(bad, fmt.Errorf("%s: http2 mode %q", p.Name, p.HTTP2.Mode))
 			continue
 		}
-		t := Target{Name: p.Name, Addr: addr, Class: p.Class, Port: p.Port, Labels: p.Labels, Backends: p.Backends}
+		t := Target{Name: p.Name, Class: p.Class, Port: p.Port, Labels: p.Labels, Backends: p.Backends}
 		if h := p.HTTP2; h != nil {
 			t.HTTP2 = HTTP2{Mode: h.Mode, ServerName: h.ServerName, InsecureSkipVerify: h.InsecureSkipVerify}
 			if h.APIServer {
 				t.HTTP2.CAFile = apiServerCA
 			}
 		}
-		out = append(out, t)
+		for _, a := range addrs {
+			t.Addr = a
+			out = append(out, t) // a dual-stack peer: one target per family
+		}
 	}
 	return out, bad
+}
+
+// peerAddrs are a peer's addresses: Address, and the other family's from
+// Addresses; at most one per family.
+func peerAddrs(p api.Peer) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for i, s := range append([]string{p.Address}, p.Addresses...) {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" || a.IsUnspecified() {
+			return nil, fmt.Errorf("address %q is not a unicast IP address", s)
+		}
+		a = a.Unmap()
+		if i > 0 && a == out[0] {
+			continue // Addresses may repeat Address
+		}
+		if slices.ContainsFunc(out, func(b netip.Addr) bool { return api.FamilyOf(a) == api.FamilyOf(b) }) {
+			return nil, fmt.Errorf("addresses %v: more than one %s address", append([]string{p.Address}, p.Addresses...), api.FamilyOf(a))
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }

@@ -152,6 +152,8 @@ func TestTargetsFromPlan(t *testing.T) {
 			HTTP2: &api.PeerHTTP2{Mode: api.HTTP2TLS, ServerName: "kubernetes.default.svc", APIServer: true}},
 		{Name: "svc", Class: api.ClassLB, Address: "192.0.2.10", Port: 80, HTTP2: &api.PeerHTTP2{Mode: api.HTTP2TLS, InsecureSkipVerify: true}},
 		{Name: "v6", Class: api.ClassNode, Address: "2001:db8::1", Port: 9808},
+		{Name: "dual", Class: api.ClassNode, Address: "192.0.2.2", Addresses: []string{"192.0.2.2", "2001:db8::2"}, Port: 9808},
+		{Name: "twov4", Class: api.ClassNode, Address: "192.0.2.7", Addresses: []string{"192.0.2.8"}, Port: 9808},
 		{Name: "", Class: api.ClassNode, Address: "192.0.2.3", Port: 9808},
 		{Name: "odd", Class: "switch", Address: "192.0.2.4", Port: 9808},
 		{Name: "noport", Class: api.ClassNode, Address: "192.0.2.5"},
@@ -162,8 +164,12 @@ func TestTargetsFromPlan(t *testing.T) {
 	for _, tg := range ts {
 		names = append(names, tg.Name)
 	}
-	if !slices.Equal(names, []string{"n1", "vip", "svc"}) || len(bad) != 5 {
+	// A dual-stack peer is one target per family.
+	if !slices.Equal(names, []string{"n1", "vip", "svc", "v6", "dual", "dual"}) || len(bad) != 5 {
 		t.Fatalf("kept %v, refused %v", names, bad)
+	}
+	if ts[4].Addr.String() != "192.0.2.2" || ts[5].Addr.String() != "2001:db8::2" {
+		t.Errorf("dual-stack peer: %v and %v, want one target per family", ts[4].Addr, ts[5].Addr)
 	}
 	if h := ts[1].HTTP2; h.Mode != api.HTTP2TLS || h.CAFile != "/ca.pem" || h.ServerName != "kubernetes.default.svc" {
 		t.Errorf("the API server VIP: %+v, want tls verified with the agent's CA", h)

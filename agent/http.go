@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -81,7 +80,7 @@ func (a *Agent) Observations() api.Observations {
 		SchemaVersion: api.SchemaVersion,
 		Agent: api.Agent{
 			Name: a.cfg.Name, Class: a.cfg.Class, Address: a.src.String(),
-			Version: Version,
+			Addresses: a.addresses(), Version: Version,
 		},
 		Time:          now,
 		WindowSeconds: a.cfg.Probing.Window.D().Seconds(),
@@ -95,10 +94,10 @@ func (a *Agent) Observations() api.Observations {
 		ts = append(ts, t)
 	}
 	a.mu.Unlock()
-	slices.SortFunc(ts, func(x, y *target) int { return strings.Compare(x.Name, y.Name) })
+	slices.SortFunc(ts, func(x, y *target) int { return compareKeys(x.key(), y.key()) })
 	var rtts []float64
 	for _, t := range ts {
-		at := api.Target{Name: t.Name, Address: t.Addr.String(), Class: t.Class, Path: t.path}
+		at := api.Target{Name: t.Name, Address: t.Addr.String(), Class: t.Class, Family: t.Family(), Path: t.path}
 		t.mu.Lock()
 		at.Labels = t.Labels
 		at.Backends = t.Backends
@@ -117,7 +116,7 @@ func (a *Agent) Observations() api.Observations {
 				p.Lost += st.Lost
 				p.Errors += st.Errors
 				if proto == probe.ProtocolTCPSYN {
-					p.Flows = append(p.Flows, api.Flow{SourcePort: t.ports[i], Stats: st, Path: a.paths.flowPath(t.Name, t.ports[i], now)})
+					p.Flows = append(p.Flows, api.Flow{SourcePort: t.ports[i], Stats: st, Path: a.paths.flowPath(t.key(), t.ports[i], now)})
 				} else {
 					p.LastResult = st.LastResult
 				}
@@ -129,4 +128,17 @@ func (a *Agent) Observations() api.Observations {
 		obs.Targets = append(obs.Targets, at)
 	}
 	return obs
+}
+
+// addresses lists the agent's sources when it has more than one family.
+func (a *Agent) addresses() []string {
+	srcs := a.cfg.SourceAddrs()
+	if len(srcs) < 2 {
+		return nil
+	}
+	out := make([]string, len(srcs))
+	for i, s := range srcs {
+		out[i] = s.String()
+	}
+	return out
 }

@@ -74,7 +74,7 @@ func (a *Agent) newH2Target(tg Target, path string) (*h2Target, error) {
 	}
 	h := &h2Target{pinger: pinger, resets: map[string]prometheus.Counter{}, seen: pinger.Resets(), answeredAt: a.now()}
 	for reason := range h.seen {
-		h.resets[reason] = a.http2.resets.WithLabelValues(a.http2.labels(path, tg.Name, reason)...)
+		h.resets[reason] = a.http2.resets.WithLabelValues(a.http2.labels(path, tg.Family(), tg.Name, reason)...)
 	}
 	return h, nil
 }
@@ -157,7 +157,7 @@ func (a *Agent) stopHTTP2(t *target) {
 	}
 	t.h2.pinger.Close()
 	if a.http2.perTarget {
-		a.http2.resets.DeletePartialMatch(prometheus.Labels{"target": t.Name})
+		a.http2.resets.DeletePartialMatch(prometheus.Labels{"target": t.Name, "family": t.Family()})
 	}
 }
 
@@ -181,9 +181,9 @@ type http2Metrics struct {
 }
 
 func newHTTP2Metrics(reg prometheus.Registerer, perTarget bool, a *Agent) *http2Metrics {
-	labels := []string{"path", "reason"}
+	labels := []string{"path", "family", "reason"}
 	if perTarget {
-		labels = []string{"path", "target", "reason"}
+		labels = []string{"path", "family", "target", "reason"}
 	}
 	m := &http2Metrics{
 		perTarget: perTarget,
@@ -196,9 +196,9 @@ func newHTTP2Metrics(reg prometheus.Registerer, perTarget bool, a *Agent) *http2
 	return m
 }
 
-func (m *http2Metrics) labels(path, target, reason string) []string {
+func (m *http2Metrics) labels(path, family, target, reason string) []string {
 	if m.perTarget {
-		return []string{path, target, reason}
+		return []string{path, family, target, reason}
 	}
-	return []string{path, reason}
+	return []string{path, family, reason}
 }

@@ -93,7 +93,7 @@ targets:
 	if peer.EstablishedFlowBlackhole || ts["closed"].EstablishedFlowBlackhole {
 		t.Error("black hole reported on loopback")
 	}
-	if n := testutil.ToFloat64(a.http2.resets.WithLabelValues("node_to_node", "closed", "refused")); n < 1 {
+	if n := testutil.ToFloat64(a.http2.resets.WithLabelValues("node_to_node", "ipv4", "closed", "refused")); n < 1 {
 		t.Errorf("closed: %v refused resets, want >= 1", n)
 	}
 
@@ -153,8 +153,8 @@ targets:
 	}
 	m := get(t, base+"/metrics")
 	for _, want := range []string{
-		`prober_http2_connection_resets_total{path="node_to_node",reason="ping_timeout"} 0`,
-		`prober_established_flow_blackhole{path="node_to_node"} 0`,
+		`prober_http2_connection_resets_total{family="ipv4",path="node_to_node",reason="ping_timeout"} 0`,
+		`prober_established_flow_blackhole{family="ipv4",path="node_to_node"} 0`,
 	} {
 		if !strings.Contains(m, want+"\n") {
 			t.Errorf("exposition lacks %s:\n%s", want, grep(m, "prober_"))
@@ -225,7 +225,7 @@ targets:
 	var resets float64
 	for _, reason := range []string{"reset", "refused", "ping_timeout", "goaway", "tls"} {
 		for _, name := range names {
-			resets += testutil.ToFloat64(a.http2.resets.WithLabelValues("node_to_node", name, reason))
+			resets += testutil.ToFloat64(a.http2.resets.WithLabelValues("node_to_node", "ipv4", name, reason))
 		}
 	}
 	if resets < reconnects*0.9 {

@@ -8,7 +8,7 @@ import (
 )
 
 // metrics are the agent's Prometheus series. Labels are bounded: protocol,
-// path (six classes), reason, and target (a peer name, only when
+// path (six classes), family (ipv4, ipv6), reason, and target (a peer name, only when
 // metrics.perTarget is on, and deleted when the peer leaves). RTT
 // histograms are by protocol and path only; per-pair RTT is in the
 // observations API.
@@ -23,7 +23,7 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer, perTarget bool, version, revision, goVersion string) *metrics {
 	f := promauto.With(reg)
-	labels := []string{"protocol", "path"}
+	labels := []string{"protocol", "path", "family"}
 	if perTarget {
 		labels = append(labels, "target")
 	}
@@ -41,7 +41,7 @@ func newMetrics(reg prometheus.Registerer, perTarget bool, version, revision, go
 			Name:    "prober_rtt_seconds",
 			Help:    "Round-trip time of answered probes, by protocol and path class.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
-		}, []string{"protocol", "path"}),
+		}, []string{"protocol", "path", "family"}),
 		errors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "prober_probe_errors_total",
 			Help: "Probes that could not be sent or read locally (not loss), by protocol and reason.",
@@ -66,25 +66,25 @@ type series struct {
 	rtt        prometheus.Observer
 }
 
-func (m *metrics) seriesFor(proto probe.Protocol, path, target string) series {
-	lv := []string{string(proto), path}
+func (m *metrics) seriesFor(proto probe.Protocol, path, family, target string) series {
+	lv := []string{string(proto), path, family}
 	if m.perTarget {
 		lv = append(lv, target)
 	}
 	return series{
 		sent: m.sent.WithLabelValues(lv...),
 		lost: m.lost.WithLabelValues(lv...),
-		rtt:  m.rtt.WithLabelValues(string(proto), path),
+		rtt:  m.rtt.WithLabelValues(string(proto), path, family),
 	}
 }
 
-// forget deletes a departed target's series.
-func (m *metrics) forget(target string) {
+// forget deletes a departed target's series of family.
+func (m *metrics) forget(target, family string) {
 	if !m.perTarget {
 		return
 	}
-	m.sent.DeletePartialMatch(prometheus.Labels{"target": target})
-	m.lost.DeletePartialMatch(prometheus.Labels{"target": target})
+	m.sent.DeletePartialMatch(prometheus.Labels{"target": target, "family": family})
+	m.lost.DeletePartialMatch(prometheus.Labels{"target": target, "family": family})
 }
 
 func (m *metrics) record(s series, proto probe.Protocol, r probe.Result) {
@@ -109,12 +109,14 @@ func (m *metrics) record(s series, proto probe.Protocol, r probe.Result) {
 // unmatchedCollector exports the engines' counters of replies that
 // matched no probe, read at scrape time.
 type unmatchedCollector struct {
-	engines   map[probe.Protocol]*probe.Unmatched
+	engines   map[probe.Protocol][]*probe.Unmatched
 	unmatched *prometheus.Desc
 	recvErr   *prometheus.Desc
 }
 
-func newUnmatchedCollector(engines map[probe.Protocol]*probe.Unmatched) *unmatchedCollector {
+// engines holds each protocol's engines, one per family: their counts
+// are summed, so a dual-stack agent exports the same series.
+func newUnmatchedCollector(engines map[probe.Protocol][]*probe.Unmatched) *unmatchedCollector {
 	return &unmatchedCollector{
 		engines: engines,
 		unmatched: prometheus.NewDesc("prober_replies_unmatched_total",
@@ -132,13 +134,21 @@ func (c *unmatchedCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *unmatchedCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, proto := range probe.Protocols {
-		u, ok := c.engines[proto]
+		us, ok := c.engines[proto]
 		if !ok {
 			continue
 		}
-		for reason, v := range u.UnmatchedCounts() {
+		counts := map[string]uint64{}
+		var recvErrs uint64
+		for _, u := range us {
+			for reason, v := range u.UnmatchedCounts() {
+				counts[reason] += v
+			}
+			recvErrs += u.RecvErrors.Load()
+		}
+		for reason, v := range counts {
 			ch <- prometheus.MustNewConstMetric(c.unmatched, prometheus.CounterValue, float64(v), string(proto), reason)
 		}
-		ch <- prometheus.MustNewConstMetric(c.recvErr, prometheus.CounterValue, float64(u.RecvErrors.Load()), string(proto))
+		ch <- prometheus.MustNewConstMetric(c.recvErr, prometheus.CounterValue, float64(recvErrs), string(proto))
 	}
 }

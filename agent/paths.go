@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"sync"
@@ -35,7 +36,7 @@ const lossRetrace = 30 * time.Second
 // follows the flow's ECMP path.
 type paths struct {
 	a       *Agent
-	tr      *probe.Tracer
+	trs     map[string]*probe.Tracer // by family
 	cfg     config.TraceProbing
 	tc      probe.TraceConfig // each trace's, built by config
 	traces  *prometheus.CounterVec
@@ -50,7 +51,7 @@ type paths struct {
 }
 
 type flowKey struct {
-	target string
+	target targetKey
 	sport  uint16
 }
 
@@ -62,20 +63,27 @@ type flowPath struct {
 	tracedAt time.Time
 }
 
-// newPaths opens the tracer's ICMP socket; nil when tracing is off or
-// tcp_syn is not probed.
+// newPaths opens the tracers' ICMP sockets, one per family; nil when
+// tracing is off or tcp_syn is not probed.
 func newPaths(a *Agent) (*paths, error) {
 	cfg := a.cfg.Probing.Trace
-	if a.syn == nil || !cfg.On() {
+	if !cfg.On() || !slices.Contains(a.cfg.Probing.Protocols, probe.ProtocolTCPSYN) {
 		return nil, nil
 	}
-	tr, err := probe.NewTracer(a.syn, a.log)
-	if err != nil {
-		return nil, err
+	trs := map[string]*probe.Tracer{}
+	for fam, e := range a.fams {
+		tr, err := probe.NewTracer(e.syn, a.log)
+		if err != nil {
+			for _, tr := range trs {
+				tr.Close()
+			}
+			return nil, err
+		}
+		trs[fam] = tr
 	}
 	f := promauto.With(a.reg)
 	return &paths{
-		a: a, tr: tr, cfg: cfg, tc: a.cfg.TraceConfig(),
+		a: a, trs: trs, cfg: cfg, tc: a.cfg.TraceConfig(),
 		traces: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "prober_traceroutes_total",
 			Help: "Flow traceroutes started, by reason: new, periodic, loss.",
@@ -93,15 +101,19 @@ func newPaths(a *Agent) (*paths, error) {
 
 func (p *paths) close() {
 	if p != nil {
-		p.tr.Close()
+		for _, tr := range p.trs {
+			tr.Close()
+		}
 	}
 }
 
 // run reads the tracer's ICMP socket and traces flows as they fall due,
 // until ctx is cancelled.
 func (p *paths) run(ctx context.Context) error {
-	done := make(chan error, 1)
-	go func() { done <- p.tr.Run(ctx) }()
+	done := make(chan error, len(p.trs))
+	for _, tr := range p.trs {
+		go func() { done <- tr.Run(ctx) }()
+	}
 	for _, r := range []string{traceNew, tracePeriodic, traceLoss} {
 		p.traces.WithLabelValues(r)
 	}
@@ -110,7 +122,11 @@ func (p *paths) run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return <-done
+			var errs []error
+			for range p.trs {
+				errs = append(errs, <-done)
+			}
+			return errors.Join(errs...)
 		case <-t.C:
 			p.tick(ctx)
 		}
@@ -123,7 +139,7 @@ func (p *paths) lost(t *target, proto probe.Protocol, flow int, r probe.Result) 
 		return
 	}
 	p.mu.Lock()
-	p.lossy[flowKey{t.Name, t.ports[flow]}] = true
+	p.lossy[flowKey{t.key(), t.ports[flow]}] = true
 	p.mu.Unlock()
 }
 
@@ -152,7 +168,7 @@ func (p *paths) tick(ctx context.Context) {
 	if n := int(p.tokens); n > 0 {
 		for _, t := range p.a.targets {
 			for _, sport := range t.ports {
-				k := flowKey{t.Name, sport}
+				k := flowKey{t.key(), sport}
 				fp := p.flows[k]
 				job := traceJob{key: k, target: probe.Target{Addr: t.Addr, Port: t.Port}}
 				switch {
@@ -232,18 +248,18 @@ func (p *paths) forget(t *target) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, sport := range t.ports {
-		delete(p.flows, flowKey{t.Name, sport})
-		delete(p.lossy, flowKey{t.Name, sport})
+		delete(p.flows, flowKey{t.key(), sport})
+		delete(p.lossy, flowKey{t.key(), sport})
 	}
 }
 
 // trace traces one flow and keeps its path.
 func (p *paths) trace(ctx context.Context, j traceJob) {
 	p.traces.WithLabelValues(j.reason).Inc()
-	fts, err := p.tr.Trace(ctx, j.target, []uint16{j.key.sport}, p.tc)
+	fts, err := p.trs[j.key.target.family].Trace(ctx, j.target, []uint16{j.key.sport}, p.tc)
 	if err != nil || len(fts) != 1 {
 		if ctx.Err() == nil {
-			p.a.log.Debug("trace", "peer", j.key.target, "source_port", j.key.sport, "err", err)
+			p.a.log.Debug("trace", "peer", j.key.target.name, "family", j.key.target.family, "source_port", j.key.sport, "err", err)
 		}
 		return
 	}
@@ -262,7 +278,7 @@ func (p *paths) trace(ctx context.Context, j traceJob) {
 	if prev != nil && prev.addr == j.target.Addr {
 		if !probe.SamePath(prev.hops, hops) {
 			p.changes.Inc()
-			p.a.log.Info("path changed", "peer", j.key.target, "source_port", j.key.sport, "from", prev.hops, "to", hops)
+			p.a.log.Info("path changed", "peer", j.key.target.name, "family", j.key.target.family, "source_port", j.key.sport, "from", prev.hops, "to", hops)
 		}
 		hops = probe.MergePath(prev.hops, hops)
 	}
@@ -273,7 +289,7 @@ func (p *paths) trace(ctx context.Context, j traceJob) {
 }
 
 // flowPath returns the API view of a flow's last traced path, or nil.
-func (p *paths) flowPath(target string, sport uint16, now time.Time) *api.FlowPath {
+func (p *paths) flowPath(target targetKey, sport uint16, now time.Time) *api.FlowPath {
 	if p == nil {
 		return nil
 	}

@@ -69,7 +69,7 @@ func TestKeepFirst(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	job := func(name, reason string, ageSec int) traceJob {
-		return traceJob{key: flowKey{target: name}, reason: reason, age: t0.Add(time.Duration(ageSec) * time.Second)}
+		return traceJob{key: flowKey{target: targetKey{name: name}}, reason: reason, age: t0.Add(time.Duration(ageSec) * time.Second)}
 	}
 	in := []traceJob{
 		job("p30", tracePeriodic, 30), job("n1", traceNew, 0), job("p10", tracePeriodic, 10),
@@ -91,7 +91,7 @@ func TestKeepFirst(t *testing.T) {
 		}
 		var got []string
 		for _, j := range jobs {
-			got = append(got, j.key.target)
+			got = append(got, j.key.target.name)
 		}
 		if g := strings.Join(got, " "); g != tc.want {
 			t.Errorf("n=%d: kept %q, want %q", tc.n, g, tc.want)

@@ -180,9 +180,9 @@ func (a *Agent) probe(ft *flowTask) {
 	timeout := a.cfg.Probing.Timeout.D()
 	switch ft.proto {
 	case probe.ProtocolICMP:
-		r = a.icmp.Probe(ctx, pt, timeout)
+		r = t.eng.icmp.Probe(ctx, pt, timeout)
 	case probe.ProtocolTCPSYN:
-		r = a.syn.Probe(ctx, pt, t.ports[ft.flow], timeout)
+		r = t.eng.syn.Probe(ctx, pt, t.ports[ft.flow], timeout)
 	case probe.ProtocolHTTP2Ping:
 		r = a.pingHTTP2(ctx, t)
 	}

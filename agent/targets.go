@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 // target is one peer being probed and its windows.
 type target struct {
 	Target
+	eng    *engines // its family's
 	path   string
 	ctx    context.Context // its probes'; cancel ends them
 	cancel context.CancelFunc
@@ -47,20 +50,25 @@ type protoState struct {
 // ones stop and their series are deleted, unchanged ones go on undisturbed.
 // The agent itself is never its own target.
 func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
-	want := map[string]Target{}
-	for _, t := range ts {
-		if t.Name != a.cfg.Name {
-			t.Backends = slices.Sorted(slices.Values(t.Backends))
-			want[t.Name] = t
-		}
-	}
 	var errs []error
+	want := map[targetKey]Target{}
+	for _, t := range ts {
+		if t.Name == a.cfg.Name {
+			continue
+		}
+		if a.fams[t.Family()] == nil {
+			errs = append(errs, fmt.Errorf("target %s (%s) skipped: no %s source to probe it from", t.Name, t.Addr, t.Family()))
+			continue
+		}
+		t.Backends = slices.Sorted(slices.Values(t.Backends))
+		want[t.key()] = t
+	}
 	a.mu.Lock()
 	var gone []*target
-	for name, t := range a.targets {
-		if w, ok := want[name]; !ok || w.Addr != t.Addr || w.Port != t.Port || w.Class != t.Class || w.HTTP2 != t.HTTP2 {
+	for k, t := range a.targets {
+		if w, ok := want[k]; !ok || w.Addr != t.Addr || w.Port != t.Port || w.Class != t.Class || w.HTTP2 != t.HTTP2 {
 			gone = append(gone, t)
-			delete(a.targets, name)
+			delete(a.targets, k)
 		}
 	}
 	a.mu.Unlock()
@@ -76,17 +84,17 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 	}()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	names := make([]string, 0, len(want))
-	for name := range want {
-		names = append(names, name)
+	keys := make([]targetKey, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
 	}
-	slices.Sort(names)
-	for _, name := range names {
-		if t, ok := a.targets[name]; ok {
+	slices.SortFunc(keys, compareKeys)
+	for _, k := range keys {
+		if t, ok := a.targets[k]; ok {
 			// The same peer with new labels (a node marked ready=unknown,
 			// a rack label set) or backends (a Service's endpoints
 			// changed): report them, keep probing.
-			w := want[name]
+			w := want[k]
 			if !maps.Equal(w.Labels, t.Labels) || !slices.Equal(w.Backends, t.Backends) {
 				t.mu.Lock()
 				t.Labels, t.Backends = w.Labels, w.Backends
@@ -95,15 +103,15 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 			continue
 		}
 		if len(a.targets) >= a.cfg.Probing.MaxTargets {
-			errs = append(errs, fmt.Errorf("target %s skipped: probing.maxTargets %d reached", name, a.cfg.Probing.MaxTargets))
+			errs = append(errs, fmt.Errorf("target %s (%s) skipped: probing.maxTargets %d reached", k.name, k.family, a.cfg.Probing.MaxTargets))
 			continue
 		}
-		t, err := a.startTarget(ctx, want[name])
+		t, err := a.startTarget(ctx, want[k])
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		a.targets[name] = t
+		a.targets[k] = t
 		added++
 	}
 	a.m.targets.Set(float64(len(a.targets)))
@@ -112,9 +120,10 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 
 func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 	p := a.cfg.Probing
-	t := &target{Target: tg, path: api.PathClass(a.cfg.Class, tg.Class), added: a.now(), protos: map[probe.Protocol]*protoState{}}
-	if a.syn != nil {
-		ports, err := a.syn.AllocPorts(p.Flows)
+	t := &target{Target: tg, eng: a.fams[tg.Family()], path: api.PathClass(a.cfg.Class, tg.Class), added: a.now(), protos: map[probe.Protocol]*protoState{}}
+	syn := t.eng.syn
+	if syn != nil {
+		ports, err := syn.AllocPorts(p.Flows)
 		if err != nil {
 			return nil, fmt.Errorf("target %s: %w", tg.Name, err)
 		}
@@ -123,7 +132,7 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 	h2, err := a.newH2Target(tg, t.path)
 	if err != nil {
 		if t.ports != nil {
-			a.syn.FreePorts(t.ports)
+			syn.FreePorts(t.ports)
 		}
 		return nil, err
 	}
@@ -146,7 +155,7 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 		default:
 			continue // engines of later issues
 		}
-		ps := &protoState{series: a.m.seriesFor(proto, t.path, tg.Name), live: make([]bool, flows)}
+		ps := &protoState{series: a.m.seriesFor(proto, t.path, tg.Family(), tg.Name), live: make([]bool, flows)}
 		for flow := range flows {
 			ps.flows = append(ps.flows, newWindow(p.Window.D(), p.Interval.D()))
 			tasks = append(tasks, &flowTask{t: t, proto: proto, flow: flow})
@@ -154,7 +163,7 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 		t.protos[proto] = ps
 	}
 	a.sched.add(t, tasks)
-	a.log.Debug("target added", "peer", tg.Name, "address", tg.Addr.String(), "path", t.path)
+	a.log.Debug("target added", "peer", tg.Name, "family", tg.Family(), "address", tg.Addr.String(), "path", t.path)
 	return t, nil
 }
 
@@ -162,13 +171,18 @@ func (a *Agent) stopTarget(t *target) {
 	a.sched.remove(t)
 	t.cancel()
 	t.inflight.Wait()
-	if a.syn != nil && t.ports != nil {
-		a.syn.FreePorts(t.ports)
+	if t.eng.syn != nil && t.ports != nil {
+		t.eng.syn.FreePorts(t.ports)
 	}
 	a.stopHTTP2(t)
-	a.m.forget(t.Name)
+	a.m.forget(t.Name, t.Family())
 	a.paths.forget(t)
 	a.log.Debug("target removed", "peer", t.Name)
+}
+
+// compareKeys orders targets by name, IPv4 before IPv6.
+func compareKeys(x, y targetKey) int {
+	return cmp.Or(strings.Compare(x.name, y.name), strings.Compare(x.family, y.family))
 }
 
 // lbSettle bounds how long a new lb target's flow waits for its first

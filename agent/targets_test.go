@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/probe"
 )
@@ -16,7 +17,7 @@ func TestLBFlowSettle(t *testing.T) {
 	a, _ := loopbackAgent(t, "name: a1\nclass: node\nlisten: 127.0.0.1:0\nprobing: {protocols: [http2_ping]}\n")
 	a.lbSettle = time.Hour
 	proto := probe.ProtocolTCPSYN
-	ps := &protoState{series: a.m.seriesFor(proto, "node_to_lb", "vip"), live: make([]bool, 2),
+	ps := &protoState{series: a.m.seriesFor(proto, "node_to_lb", api.FamilyIPv4, "vip"), live: make([]bool, 2),
 		flows: []*window{newWindow(time.Minute, time.Second), newWindow(time.Minute, time.Second)}}
 	tg := &target{Target: Target{Name: "vip", Class: config.ClassLB}, path: "node_to_lb", added: a.now(),
 		protos: map[probe.Protocol]*protoState{proto: ps}}

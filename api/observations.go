@@ -20,11 +20,14 @@ type Observations struct {
 
 // Agent identifies the reporting agent.
 type Agent struct {
-	Name    string            `json:"name"`
-	Class   string            `json:"class"` // node | pod
-	Address string            `json:"address"`
-	Labels  map[string]string `json:"labels,omitempty"`
-	Version string            `json:"version,omitempty"`
+	Name    string `json:"name"`
+	Class   string `json:"class"` // node | pod
+	Address string `json:"address"`
+	// Addresses are every address the agent probes from, one per family
+	// (dual-stack), Address among them; empty for a single-stack agent.
+	Addresses []string          `json:"addresses,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Version   string            `json:"version,omitempty"`
 	// FirstHop is the address of the agent's first-hop router: the
 	// gateway of its routes to its targets (in a routed leaf-spine, its
 	// ToR; for a pod, its node). Empty when unknown. The matrix groups
@@ -34,10 +37,14 @@ type Agent struct {
 
 // Target is one probed peer and what every protocol measured towards it.
 type Target struct {
-	Name    string            `json:"name"`
-	Address string            `json:"address"`
-	Class   string            `json:"class"` // node | pod | lb
-	Labels  map[string]string `json:"labels,omitempty"`
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	Class   string `json:"class"` // node | pod | lb
+	// Family is the address family probed, ipv4 or ipv6: a dual-stack
+	// peer is one entry per family, with the same name. Empty means the
+	// family of Address (agents before dual-stack did not send it).
+	Family string            `json:"family,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
 	// Path is the path class: node_to_node, node_to_pod, pod_to_node,
 	// pod_to_pod, node_to_lb or pod_to_lb.
 	Path      string     `json:"path"`

@@ -33,6 +33,9 @@ type Peer struct {
 	Name    string `json:"name"`
 	Class   string `json:"class"` // ClassNode, ClassPod or ClassLB
 	Address string `json:"address"`
+	// Addresses are a dual-stack peer's addresses, one per family, Address
+	// first; empty for a single-stack peer. An agent probes each.
+	Addresses []string `json:"addresses,omitempty"`
 	// Port is where tcp_syn and http2_ping aim (node and pod peers: the
 	// agents' port; lb peers: the Service port).
 	Port uint16 `json:"port,omitempty"`

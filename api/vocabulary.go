@@ -1,5 +1,10 @@
 package api
 
+import (
+	"net/netip"
+	"strings"
+)
+
 // Classes of endpoint: where a probe starts (node, pod) or ends (also lb).
 const (
 	ClassNode = "node"
@@ -35,3 +40,35 @@ const (
 
 // Protocols lists every protocol name in a stable order.
 var Protocols = []string{ProtocolICMP, ProtocolTCPSYN, ProtocolHTTP2Ping}
+
+// Address families: the family label of metrics, observations and
+// suspects. A dual-stack peer is probed once per family.
+const (
+	FamilyIPv4 = "ipv4"
+	FamilyIPv6 = "ipv6"
+)
+
+// Families lists the address families in a stable order.
+var Families = []string{FamilyIPv4, FamilyIPv6}
+
+// FamilyOf is addr's family, "" for an invalid address. An IPv4-mapped
+// IPv6 address is IPv4: that is where its packets go.
+func FamilyOf(addr netip.Addr) string {
+	switch {
+	case !addr.IsValid():
+		return ""
+	case addr.Unmap().Is4():
+		return FamilyIPv4
+	}
+	return FamilyIPv6
+}
+
+// AddressFamily is the family of a textual address: IPv6 when it holds a
+// colon, else IPv4. It parses nothing, for the matrix's hot path; the
+// report's family field, when set, wins over it.
+func AddressFamily(addr string) string {
+	if strings.IndexByte(addr, ':') >= 0 {
+		return FamilyIPv6
+	}
+	return FamilyIPv4
+}

@@ -30,7 +30,9 @@ type Agent struct {
 	Listen string            `json:"listen"`
 	Labels map[string]string `json:"labels,omitempty"`
 	// Source is the address probes are sent from; the listen address's IP
-	// by default.
+	// by default. A dual-stack agent lists one address per family,
+	// comma-separated ("198.18.1.11,2001:2:0:1::11"), as the downward
+	// API's status.podIPs reads.
 	Source  string   `json:"source,omitempty"`
 	Probing Probing  `json:"probing"`
 	Metrics Metrics  `json:"metrics"`
@@ -188,8 +190,8 @@ func (c *Agent) Validate() error {
 		bad("source", "required when listen is %s: the address probes are sent from", ap.Addr())
 	}
 	if c.Source != "" {
-		if a, err := netip.ParseAddr(c.Source); err != nil || !a.Is4() {
-			bad("source", "%q is not an IPv4 address", c.Source)
+		if _, err := ParseSources(c.Source); err != nil {
+			bad("source", "%v", err)
 		}
 	}
 	c.validateDiscovery(bad)
@@ -226,20 +228,23 @@ func (c *Agent) Validate() error {
 	} else if len(c.Targets) > p.MaxTargets {
 		bad("targets", "%d targets, more than probing.maxTargets %d", len(c.Targets), p.MaxTargets)
 	}
-	names := map[string]int{}
+	// A dual-stack peer is one target per family under one name.
+	names := map[[2]string]int{}
 	for i, t := range c.Targets {
 		f := fmt.Sprintf("targets[%d]", i)
+		a, _ := netip.ParseAddr(t.Address)
+		key := [2]string{t.Name, api.FamilyOf(a)}
 		if t.Name == "" {
 			bad(f+".name", "required")
-		} else if j, dup := names[t.Name]; dup {
-			bad(f+".name", "%q already used by targets[%d]", t.Name, j)
+		} else if j, dup := names[key]; dup {
+			bad(f+".name", "%q already used by targets[%d] for the same address family", t.Name, j)
 		} else {
-			names[t.Name] = i
+			names[key] = i
 		}
-		if a, err := netip.ParseAddr(t.Address); err != nil {
-			bad(f+".address", "%q is not an IP address", t.Address)
-		} else if !a.Is4() {
-			bad(f+".address", "%q: only IPv4 is supported for now", t.Address)
+		if a, err := netip.ParseAddr(t.Address); err != nil || a.Zone() != "" {
+			bad(f+".address", "%q is not an IP address without zone", t.Address)
+		} else if fam := api.FamilyOf(a); !c.probesFamily(fam) {
+			bad(f+".address", "%q is %s, and no source of that family is configured (source %q)", t.Address, fam, c.Source)
 		}
 		if t.Class != ClassNode && t.Class != ClassPod && t.Class != ClassLB {
 			bad(f+".class", "%q not one of node, pod, lb", t.Class)
@@ -258,14 +263,74 @@ func (c *Agent) Validate() error {
 	return errors.Join(errs...)
 }
 
-// SourceAddr is the address probes leave from: source, else the listen
-// address's IP. Valid after Validate.
+// SourceAddr is the address probes leave from: the first of source, else
+// the listen address's IP. Valid after Validate.
 func (c *Agent) SourceAddr() netip.Addr {
-	if a, err := netip.ParseAddr(c.Source); err == nil {
-		return a
+	if srcs := c.SourceAddrs(); len(srcs) > 0 {
+		return srcs[0]
 	}
-	ap, _ := netip.ParseAddrPort(c.Listen)
-	return ap.Addr()
+	return netip.Addr{}
+}
+
+// SourceAddrs are the addresses probes leave from, at most one per
+// family, in the order source lists them; else the listen address's IP.
+// Valid after Validate.
+func (c *Agent) SourceAddrs() []netip.Addr {
+	if srcs, err := ParseSources(c.Source); err == nil && len(srcs) > 0 {
+		return srcs
+	}
+	ap, err := netip.ParseAddrPort(c.Listen)
+	if err != nil {
+		return nil
+	}
+	return []netip.Addr{ap.Addr().Unmap()}
+}
+
+// SourceFor is the source address of family, invalid when the agent has
+// none of that family.
+func (c *Agent) SourceFor(family string) netip.Addr {
+	for _, a := range c.SourceAddrs() {
+		if api.FamilyOf(a) == family {
+			return a
+		}
+	}
+	return netip.Addr{}
+}
+
+// probesFamily reports whether a target of family can be probed: the
+// agent has a source of that family, or its source is still to come
+// (Kubernetes discovery, or an unspecified listen address Validate
+// reports on its own).
+func (c *Agent) probesFamily(family string) bool {
+	srcs := c.SourceAddrs()
+	if len(srcs) == 1 && srcs[0].IsUnspecified() || len(srcs) == 0 {
+		return true
+	}
+	return c.SourceFor(family).IsValid()
+}
+
+// ParseSources parses a source list: one or two addresses,
+// comma-separated, at most one per family, none unspecified.
+func ParseSources(s string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		a, err := netip.ParseAddr(f)
+		switch {
+		case err != nil || a.Zone() != "":
+			return nil, fmt.Errorf("%q is not an IP address without zone", f)
+		case a.IsUnspecified():
+			return nil, fmt.Errorf("%q is unspecified: name the address probes leave from", f)
+		}
+		a = a.Unmap()
+		for _, b := range out {
+			if api.FamilyOf(a) == api.FamilyOf(b) {
+				return nil, fmt.Errorf("%s and %s: at most one address per family", b, a)
+			}
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // SourcePorts is how many tcp_syn source ports the agent reserves:
@@ -281,11 +346,11 @@ func (p Probing) SourcePorts() int {
 }
 
 // TCPSYNConfig is the probe.TCPSYNConfig agent.New opens the tcp_syn engine
-// with. A sourcePortBase outside 0..65535 (which Validate rejects) is
-// clamped, never wrapped.
-func (c *Agent) TCPSYNConfig() probe.TCPSYNConfig {
+// of src's family with. A sourcePortBase outside 0..65535 (which Validate
+// rejects) is clamped, never wrapped.
+func (c *Agent) TCPSYNConfig(src netip.Addr) probe.TCPSYNConfig {
 	return probe.TCPSYNConfig{
-		Source:   c.SourceAddr(),
+		Source:   src,
 		PortBase: uint16(min(max(c.Probing.SourcePortBase, 0), math.MaxUint16)),
 		Ports:    c.Probing.SourcePorts(),
 	}

@@ -157,7 +157,7 @@ func TestServeAndSuspect(t *testing.T) {
 		t.Fatalf("no suspect for a rack whose every path loses 30%%")
 	}
 	metrics := get(t, base+"/metrics")
-	for _, want := range []string{`prober_matrix_loss_ratio{path="node_to_node",protocol="tcp_syn",source="r1",target="r2"} 0.3`, "prober_suspect{", "prober_build_info{"} {
+	for _, want := range []string{`prober_matrix_loss_ratio{family="ipv4",path="node_to_node",protocol="tcp_syn",source="r1",target="r2"} 0.3`, "prober_suspect{", "prober_build_info{"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -53,16 +53,16 @@ func newHubMetrics(reg prometheus.Registerer, h *Hub) *hubMetrics {
 	reg.MustRegister(&snapshotCollector{h: h,
 		loss: prometheus.NewDesc("prober_matrix_loss_ratio",
 			"Window loss ratio from source to target (groups by groupBy) over a path class and protocol.",
-			[]string{"source", "target", "path", "protocol"}, nil),
+			[]string{"source", "target", "path", "protocol", "family"}, nil),
 		sent: prometheus.NewDesc("prober_matrix_probes",
 			"Probes behind prober_matrix_loss_ratio in the agents' windows.",
-			[]string{"source", "target", "path", "protocol"}, nil),
+			[]string{"source", "target", "path", "protocol", "family"}, nil),
 		suspect: prometheus.NewDesc("prober_suspect",
-			"A device, link, LB, host, tier or dataplane suspected of dropping packets; the value is its score (0-1).",
-			[]string{"kind", "name"}, nil),
+			"A device, link, LB, host, tier or dataplane suspected of dropping packets; the value is its score (0-1). family is set when it drops one address family only.",
+			[]string{"kind", "name", "family"}, nil),
 		suspectLoss: prometheus.NewDesc("prober_suspect_estimated_loss_ratio",
 			"The loss ratio a suspect itself is estimated to cause.",
-			[]string{"kind", "name"}, nil),
+			[]string{"kind", "name", "family"}, nil),
 		agents: prometheus.NewDesc("prober_matrix_agents",
 			"Configured agents by the state of their latest pull: reporting or missing.",
 			[]string{"state"}, nil),
@@ -88,18 +88,18 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, cell := range h.snap.Groups {
-		ch <- prometheus.MustNewConstMetric(c.loss, prometheus.GaugeValue, cell.LossRatio, cell.Source, cell.Target, cell.Path, cell.Protocol)
-		ch <- prometheus.MustNewConstMetric(c.sent, prometheus.GaugeValue, float64(cell.Sent), cell.Source, cell.Target, cell.Path, cell.Protocol)
+		ch <- prometheus.MustNewConstMetric(c.loss, prometheus.GaugeValue, cell.LossRatio, cell.Source, cell.Target, cell.Path, cell.Protocol, cell.Family)
+		ch <- prometheus.MustNewConstMetric(c.sent, prometheus.GaugeValue, float64(cell.Sent), cell.Source, cell.Target, cell.Path, cell.Protocol, cell.Family)
 	}
-	seen := map[[2]string]bool{}
+	seen := map[[3]string]bool{}
 	for _, s := range h.diag.Suspects {
-		k := [2]string{s.Kind, s.Name}
+		k := [3]string{s.Kind, s.Name, s.Family}
 		if seen[k] { // never emit a duplicate series, whatever Localize returns
 			continue
 		}
 		seen[k] = true
-		ch <- prometheus.MustNewConstMetric(c.suspect, prometheus.GaugeValue, s.Score, s.Kind, s.Name)
-		ch <- prometheus.MustNewConstMetric(c.suspectLoss, prometheus.GaugeValue, s.EstimatedLoss, s.Kind, s.Name)
+		ch <- prometheus.MustNewConstMetric(c.suspect, prometheus.GaugeValue, s.Score, s.Kind, s.Name, s.Family)
+		ch <- prometheus.MustNewConstMetric(c.suspectLoss, prometheus.GaugeValue, s.EstimatedLoss, s.Kind, s.Name, s.Family)
 	}
 	var reporting, missing float64
 	for _, u := range h.agents {

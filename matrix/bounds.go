@@ -20,6 +20,12 @@ func checkReport(obs *api.Observations) error {
 	if err := checkLabels(ag.Labels); err != nil {
 		return fmt.Errorf("agent.labels: %w", err)
 	}
+	if n := len(ag.Addresses); n > len(api.Families) {
+		return fmt.Errorf("agent.addresses: %d, at most one per family (%d)", n, len(api.Families))
+	}
+	if err := longest(ag.Addresses...); err != nil {
+		return fmt.Errorf("agent.addresses: %w", err)
+	}
 	if ag.Class != api.ClassNode && ag.Class != api.ClassPod {
 		return fmt.Errorf("agent.class: %.64q is neither %s nor %s", ag.Class, api.ClassNode, api.ClassPod)
 	}
@@ -46,6 +52,10 @@ func checkTarget(class string, t *api.Target, hops *int) error {
 	}
 	if err := longest(t.Backends...); err != nil {
 		return fmt.Errorf(".backends: %w", err)
+	}
+	// The family becomes a label value, as the protocol does.
+	if t.Family != "" && !slices.Contains(api.Families, t.Family) {
+		return fmt.Errorf(".family: %.64q is not one of %v", t.Family, api.Families)
 	}
 	if want := api.PathClass(class, t.Class); want == "" || t.Path != want {
 		return fmt.Errorf(": class %.64q and path %.64q do not fit an agent of class %s", t.Class, t.Path, class)

@@ -31,6 +31,10 @@ type Suspect struct {
 	// target name unless Hops names it.
 	Name      string   `json:"name"`
 	Addresses []string `json:"addresses"`
+	// Family is set when the suspect drops one address family only
+	// (ipv4 or ipv6): the other family's flows through it are clean.
+	// Empty when it drops both, or the cluster probes one family.
+	Family string `json:"family,omitempty"`
 	// Score (0-1) is the suspect's share of all suspects' excess lost
 	// probes, times the confidence of its significance test.
 	Score float64 `json:"score"`

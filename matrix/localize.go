@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/netprober/prober/api"
 )
@@ -67,13 +66,12 @@ func explainPods(r *round, dps []candidate) {
 	}
 }
 
-// Localize names what drops packets, from the reports fresh at now. It
+// localize names what drops packets on the paths of agents' targets: it
 // runs the stages (rules for lb, dataplane and host; the estimator over
-// every traced flow; 007 voting; Pingmesh tier scoring), merges what they
-// find, and remembers since when each suspect has been suspected: call it
-// once per round.
-func (m *Matrix) Localize(now time.Time) Diagnosis {
-	fresh, _ := m.fresh(now)
+// every traced flow; 007 voting; Pingmesh tier scoring) and merges what
+// they find, highest score first. Localize calls it once per family.
+func (m *Matrix) localize(agents []*agentState) []Suspect {
+	fresh := agents
 	r, e := &m.loc.r, &m.loc.e
 	m.build(r, fresh)
 	m.loc.exDone = false
@@ -189,8 +187,7 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 	for _, c := range all {
 		total += max(c.excess, 0)
 	}
-	d := Diagnosis{Time: now, Suspects: []Suspect{}}
-	seen := map[string]bool{}
+	suspects := []Suspect{}
 	for i := range all {
 		c := &all[i]
 		if total > 0 {
@@ -208,25 +205,16 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 		if c.Evidence.Examples == nil {
 			c.Evidence.Examples = []FlowRef{}
 		}
-		key := c.Kind + "/" + c.Name
-		seen[key] = true
-		since, ok := m.since[key]
-		if !ok {
-			since = now
-			m.since[key] = now
-		}
-		c.Since = since
-		d.Suspects = append(d.Suspects, c.Suspect)
+		suspects = append(suspects, c.Suspect)
 	}
-	for k := range m.since {
-		if !seen[k] {
-			delete(m.since, k)
-		}
-	}
-	slices.SortStableFunc(d.Suspects, func(x, y Suspect) int {
-		return cmp.Or(cmp.Compare(y.Score, x.Score), strings.Compare(x.Kind, y.Kind), strings.Compare(x.Name, y.Name))
+	sortSuspects(suspects)
+	return suspects
+}
+
+func sortSuspects(s []Suspect) {
+	slices.SortStableFunc(s, func(x, y Suspect) int {
+		return cmp.Or(cmp.Compare(y.Score, x.Score), strings.Compare(x.Kind, y.Kind), strings.Compare(x.Name, y.Name), strings.Compare(x.Family, y.Family))
 	})
-	return d
 }
 
 // podNodes maps pod devices to their node, from the "node" label.

@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -39,7 +40,9 @@ type Matrix struct {
 // are copied.
 type agentState struct {
 	name, class, address string
-	group, node          string // GroupBy value; the "node" label (pods)
+	// addresses are a dual-stack agent's, one per family.
+	addresses   []string
+	group, node string // GroupBy value; the "node" label (pods)
 	// rack is its rack label; hopRack the rack its first hop firstHop
 	// names (racks.go), "" when it reported none.
 	rack, firstHop, hopRack string
@@ -55,10 +58,15 @@ type agentState struct {
 	hopStr   []string
 	hopPrev  []int32
 	backends []string
+	// view is this agent with one family's targets (famTargets), for a
+	// dual-stack round (family.go).
+	view       *agentState
+	famTargets []targetRec
 }
 
 type targetRec struct {
 	name, address, class, path string
+	family                     string
 	group, node, rack          string
 	blackhole                  bool
 	protoStart, protoEnd       int32
@@ -118,6 +126,7 @@ func (m *Matrix) Observe(now time.Time, obs api.Observations) error {
 		m.agents[a.name] = a
 	}
 	a.class, a.address = obs.Agent.Class, obs.Agent.Address
+	a.addresses = append(a.addresses[:0], obs.Agent.Addresses...)
 	a.group = m.groupOf(a.name, obs.Agent.Labels)
 	a.node = obs.Agent.Labels["node"]
 	a.rack = obs.Agent.Labels[rackLabel]
@@ -136,7 +145,8 @@ func (m *Matrix) Observe(now time.Time, obs api.Observations) error {
 		}
 		tr := targetRec{
 			name: t.Name, address: t.Address, class: t.Class, path: t.Path,
-			group: m.groupOf(t.Name, t.Labels), node: t.Labels["node"],
+			family: cmp.Or(t.Family, api.AddressFamily(t.Address)),
+			group:  m.groupOf(t.Name, t.Labels), node: t.Labels["node"],
 			blackhole:    t.EstablishedFlowBlackhole,
 			protoStart:   int32(len(a.protos)),
 			backendStart: int32(len(a.backends)),

@@ -268,6 +268,9 @@ func (m *Matrix) addEndpoints(r *round) {
 		if a.address != "" {
 			r.hostAddr[a.address] = id
 		}
+		for _, ad := range a.addresses {
+			r.hostAddr[ad] = id
+		}
 	}
 	// A pod's node, named by its "node" label, is a host too, reporting
 	// or not: the pod's traffic leaves through it.

@@ -43,6 +43,7 @@ type Cell struct {
 	Target    string  `json:"target"`
 	Path      string  `json:"path"`
 	Protocol  string  `json:"protocol"`
+	Family    string  `json:"family"` // ipv4 | ipv6
 	Sent      uint64  `json:"sent"`
 	Lost      uint64  `json:"lost"`
 	LossRatio float64 `json:"lossRatio"`
@@ -73,7 +74,7 @@ func (m *Matrix) Snapshot(now time.Time) Snapshot {
 	}
 	slices.SortFunc(s.Agents, func(x, y AgentStatus) int { return strings.Compare(x.Name, y.Name) })
 
-	type key struct{ src, dst, path, proto string }
+	type key struct{ src, dst, path, proto, family string }
 	type acc struct {
 		Cell
 		rttWeight float64
@@ -88,15 +89,15 @@ func (m *Matrix) Snapshot(now time.Time) Snapshot {
 			for pi := t.protoStart; pi < t.protoEnd; pi++ {
 				p := &a.protos[pi]
 				c := Cell{
-					Source: a.name, Target: t.name, Path: t.path, Protocol: p.protocol,
+					Source: a.name, Target: t.name, Path: t.path, Protocol: p.protocol, Family: t.family,
 					Sent: p.stats.Sent, Lost: p.stats.Lost, LossRatio: p.stats.LossRatio,
 					RTTP50: p.stats.RTTP50, RTTP99: p.stats.RTTP99,
 				}
 				pairs = append(pairs, c)
-				k := key{srcGroup, dstGroup, t.path, p.protocol}
+				k := key{srcGroup, dstGroup, t.path, p.protocol, t.family}
 				g := groups[k]
 				if g == nil {
-					g = &acc{Cell: Cell{Source: k.src, Target: k.dst, Path: k.path, Protocol: k.proto}}
+					g = &acc{Cell: Cell{Source: k.src, Target: k.dst, Path: k.path, Protocol: k.proto, Family: k.family}}
 					groups[k] = g
 				}
 				g.Sent += c.Sent
@@ -159,6 +160,7 @@ func compareCells(x, y Cell) int {
 		strings.Compare(x.Target, y.Target),
 		strings.Compare(x.Path, y.Path),
 		strings.Compare(x.Protocol, y.Protocol),
+		strings.Compare(x.Family, y.Family),
 	)
 }
 

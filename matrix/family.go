@@ -1,0 +1,151 @@
+package matrix
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// Localize names what drops packets, from the reports fresh at now, and
+// remembers since when each suspect has been suspected: call it once per
+// round.
+//
+// A dual-stack cluster is localized once per address family: the two
+// families may take different paths (a ToR's IPv6 ECMP hash) or meet
+// different rules (an IPv6 ACL), so one family's clean flows must not
+// acquit a device the other's flows blame. A suspect listed in one
+// family only is named with that family.
+func (m *Matrix) Localize(now time.Time) Diagnosis {
+	fresh, _ := m.fresh(now)
+	var suspects []Suspect
+	if fams := familiesOf(fresh); len(fams) <= 1 {
+		suspects = m.localize(fresh)
+	} else {
+		byFam := make([][]Suspect, len(fams))
+		for i, f := range fams {
+			byFam[i] = m.localize(familyView(fresh, f))
+		}
+		suspects = mergeFamilies(fams, byFam)
+	}
+	m.remember(now, suspects)
+	return Diagnosis{Time: now, Suspects: suspects}
+}
+
+// familiesOf lists the address families the agents' targets are probed
+// over, in api.Families order.
+func familiesOf(agents []*agentState) []string {
+	var fams []string
+	for _, a := range agents {
+		for ti := range a.targets {
+			if f := a.targets[ti].family; !slices.Contains(fams, f) {
+				fams = append(fams, f)
+			}
+		}
+	}
+	slices.Sort(fams) // "ipv4" < "ipv6"
+	return fams
+}
+
+// familyView is agents with only their targets of family fam: each
+// agent's view and its target list are reused from round to round.
+func familyView(agents []*agentState, fam string) []*agentState {
+	out := make([]*agentState, 0, len(agents))
+	for _, a := range agents {
+		if a.view == nil {
+			a.view = new(agentState)
+		}
+		a.famTargets = a.famTargets[:0]
+		for ti := range a.targets {
+			if a.targets[ti].family == fam {
+				a.famTargets = append(a.famTargets, a.targets[ti])
+			}
+		}
+		v := a.view
+		*v = *a
+		v.view, v.famTargets = nil, nil
+		v.targets = a.famTargets
+		out = append(out, v)
+	}
+	return out
+}
+
+// mergeFamilies joins each family's suspects: one listed in several
+// families is one suspect (the stronger finding), one listed in a single
+// family carries that family. Below ListScore, a suspect is scatter and
+// keeps its family's finding as it is.
+func mergeFamilies(fams []string, byFam [][]Suspect) []Suspect {
+	type found struct {
+		best   Suspect
+		listed []string
+		in     int // families that found it at all
+	}
+	var order []string
+	all := map[string]*found{}
+	for i, ss := range byFam {
+		for _, s := range ss {
+			key := s.Kind + "/" + s.Name
+			f := all[key]
+			if f == nil {
+				f = &found{best: s}
+				f.best.Family = fams[i]
+				all[key] = f
+				order = append(order, key)
+			} else if s.Score > f.best.Score {
+				f.best = s
+				f.best.Family = fams[i]
+			}
+			f.in++
+			if s.Score >= ListScore {
+				f.listed = append(f.listed, fams[i])
+			}
+		}
+	}
+	out := make([]Suspect, 0, len(order))
+	for _, key := range order {
+		f := all[key]
+		s := f.best
+		switch {
+		case len(f.listed) > 1, len(f.listed) == 0 && f.in > 1:
+			s.Family = ""
+		case len(f.listed) == 1:
+			s.Family = f.listed[0]
+			s.Evidence.Detail = strings.TrimSpace(s.Evidence.Detail + " (" + familyName(s.Family) + " only: its other family's flows did not list it)")
+		}
+		out = append(out, s)
+	}
+	sortSuspects(out)
+	return out
+}
+
+// familyName is how a person writes a family.
+func familyName(f string) string {
+	switch f {
+	case "ipv4":
+		return "IPv4"
+	case "ipv6":
+		return "IPv6"
+	}
+	return f
+}
+
+// remember sets each suspect's Since: the first round of the current run
+// of rounds in which it (kind, name and family) appeared.
+func (m *Matrix) remember(now time.Time, suspects []Suspect) {
+	seen := map[string]bool{}
+	for i := range suspects {
+		s := &suspects[i]
+		key := s.Kind + "/" + s.Name + "/" + s.Family
+		seen[key] = true
+		since, ok := m.since[key]
+		if !ok {
+			since = now
+			m.since[key] = now
+		}
+		s.Since = since
+	}
+	for k := range m.since {
+		if !seen[k] {
+			delete(m.since, k)
+		}
+	}
+}
