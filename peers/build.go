@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// nodePeer is the peer of a Node with an IPv4 InternalIP whose kubelet is
+// nodePeer is the peer of a Node with an InternalIP whose kubelet is
 // Ready, or silent. A silent kubelet (Ready Unknown: no status for the
 // node monitor's grace period) is what a network partition looks like
 // from the API server: in seeds 000 and 001 whole zones and then every
@@ -22,8 +22,14 @@ func nodePeer(n *corev1.Node, rackLabel string, port uint16) (Peer, bool) {
 	if n.DeletionTimestamp != nil || (ready != corev1.ConditionTrue && ready != corev1.ConditionUnknown) {
 		return Peer{}, false
 	}
-	addr, ok := internalIP(n)
-	if !ok {
+	var ips []string
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			ips = append(ips, a.Address)
+		}
+	}
+	addr, addr6 := dualStack(ips)
+	if !addr.IsValid() {
 		return Peer{}, false
 	}
 	labels := topology(n, rackLabel)
@@ -31,13 +37,13 @@ func nodePeer(n *corev1.Node, rackLabel string, port uint16) (Peer, bool) {
 		labels[LabelReady] = "unknown"
 	}
 	return Peer{
-		Name: n.Name, Class: ClassNode, Addr: addr, Port: port,
+		Name: n.Name, Class: ClassNode, Addr: addr, Addr6: addr6, Port: port,
 		Labels:        labels,
 		Unschedulable: n.Spec.Unschedulable,
 	}, true
 }
 
-// podPeer is the peer of a Running, Ready agent Pod with an IPv4 PodIP
+// podPeer is the peer of a Running, Ready agent Pod with a PodIP
 // that is not terminating, on a Node the cache has. A terminating or
 // NotReady pod leaves at once, so its going away is never counted as
 // loss. node is the pod's Node (nil when the cache has none), for the
@@ -46,8 +52,12 @@ func podPeer(p *corev1.Pod, node *corev1.Node, rackLabel string, port uint16) (P
 	if !podServing(p) {
 		return Peer{}, false
 	}
-	addr, err := netip.ParseAddr(p.Status.PodIP)
-	if err != nil || !addr.Is4() {
+	ips := []string{p.Status.PodIP}
+	for _, ip := range p.Status.PodIPs {
+		ips = append(ips, ip.IP)
+	}
+	addr, addr6 := dualStack(ips)
+	if !addr.IsValid() {
 		return Peer{}, false
 	}
 	// A pod whose Node is gone (deleted, or being deleted) went with
@@ -58,7 +68,7 @@ func podPeer(p *corev1.Pod, node *corev1.Node, rackLabel string, port uint16) (P
 	if node == nil || node.DeletionTimestamp != nil {
 		return Peer{}, false
 	}
-	return Peer{Name: p.Name, Class: ClassPod, Addr: addr, Port: port, Labels: topology(node, rackLabel), Agent: true, AgentPod: p.Name}, true
+	return Peer{Name: p.Name, Class: ClassPod, Addr: addr, Addr6: addr6, Port: port, Labels: topology(node, rackLabel), Agent: true, AgentPod: p.Name}, true
 }
 
 // podServing: Running, Ready, scheduled, not being deleted.
@@ -85,18 +95,28 @@ func nodeReady(n *corev1.Node) corev1.ConditionStatus {
 	return ""
 }
 
-// internalIP is the Node's first IPv4 InternalIP: the agents probe over
-// IPv4 only for now.
-func internalIP(n *corev1.Node) (netip.Addr, bool) {
-	for _, a := range n.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP {
+// dualStack picks a peer's addresses from ips (InternalIPs, pod IPs): the
+// first IPv4 one as addr and the first IPv6 one as addr6 on a dual-stack
+// peer; on an IPv6-only peer its first IPv6 address as addr. Unparsable,
+// unspecified and link-local entries are skipped.
+func dualStack(ips []string) (addr, addr6 netip.Addr) {
+	var v4, v6 netip.Addr
+	for _, s := range ips {
+		ip, err := netip.ParseAddr(s)
+		if err != nil || ip.Zone() != "" || ip.IsUnspecified() || ip.IsLinkLocalUnicast() {
 			continue
 		}
-		if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() {
-			return ip, true
+		ip = ip.Unmap()
+		if ip.Is4() && !v4.IsValid() {
+			v4 = ip
+		} else if ip.Is6() && !v6.IsValid() {
+			v6 = ip
 		}
 	}
-	return netip.Addr{}, false
+	if !v4.IsValid() {
+		return v6, netip.Addr{}
+	}
+	return v4, v6
 }
 
 func topology(n *corev1.Node, rackLabel string) map[string]string {
@@ -116,8 +136,8 @@ func topology(n *corev1.Node, rackLabel string) map[string]string {
 // https port, the path every pod's API calls take through kube-proxy. h2
 // is how it is pinged (Config.APIServerHTTP2).
 func apiServerPeer(s *corev1.Service, h2 HTTP2) (Peer, bool) {
-	addr, ok := clusterIPv4(s)
-	if !ok {
+	addr, addr6 := clusterIPs(s)
+	if !addr.IsValid() {
 		return Peer{}, false
 	}
 	port := uint16(443)
@@ -126,13 +146,14 @@ func apiServerPeer(s *corev1.Service, h2 HTTP2) (Peer, bool) {
 			port = uint16(p.Port)
 		}
 	}
-	return Peer{Name: s.Namespace + "/" + s.Name, Class: ClassLB, Addr: addr, Port: port, HTTP2: h2}, true
+	return Peer{Name: s.Namespace + "/" + s.Name, Class: ClassLB, Addr: addr, Addr6: addr6, Port: port, HTTP2: h2}, true
 }
 
 // servicePeers are the lb peers of a Service annotated
 // prober.netprober.io/probe: "true", of any type, each on the Service's
-// first TCP port: its IPv4 ClusterIP, named namespace/name (a headless or
-// ExternalName Service has none), and the IPv4 ingress IPs of a
+// first TCP port: its ClusterIPs (both families on a dual-stack Service),
+// named namespace/name (a headless or ExternalName Service has none), and
+// the ingress IPs of a
 // LoadBalancer, named namespace/name@IP (hostname-only ingresses, as some
 // clouds give, have no IP to probe). badHTTP2 is the value of an
 // unusable prober.netprober.io/http2 annotation, which leaves the Service
@@ -166,32 +187,29 @@ func servicePeers(s *corev1.Service) (out []Peer, badHTTP2 string) {
 		badHTTP2 = v
 	}
 	name := s.Namespace + "/" + s.Name
-	if addr, ok := clusterIPv4(s); ok {
-		out = append(out, Peer{Name: name, Class: ClassLB, Addr: addr, Port: port, HTTP2: h2})
+	if addr, addr6 := clusterIPs(s); addr.IsValid() {
+		out = append(out, Peer{Name: name, Class: ClassLB, Addr: addr, Addr6: addr6, Port: port, HTTP2: h2})
 	}
 	if s.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		for _, in := range s.Status.LoadBalancer.Ingress {
 			addr, err := netip.ParseAddr(in.IP)
-			if err != nil || !addr.Is4() {
+			if err != nil || addr.Zone() != "" || addr.IsUnspecified() {
 				continue
 			}
+			addr = addr.Unmap()
 			out = append(out, Peer{Name: name + "@" + addr.String(), Class: ClassLB, Addr: addr, Port: port, HTTP2: h2})
 		}
 	}
 	return out, badHTTP2
 }
 
-// clusterIPv4 is the Service's IPv4 cluster IP (the first, on a
-// dual-stack Service); none for a headless ("None") or ExternalName one.
-func clusterIPv4(s *corev1.Service) (netip.Addr, bool) {
+// clusterIPs are the Service's cluster IPs, as dualStack picks them (a
+// dual-stack Service has one per family); none for a headless ("None")
+// or ExternalName one.
+func clusterIPs(s *corev1.Service) (addr, addr6 netip.Addr) {
 	ips := s.Spec.ClusterIPs
 	if len(ips) == 0 {
 		ips = []string{s.Spec.ClusterIP}
 	}
-	for _, ip := range ips {
-		if a, err := netip.ParseAddr(ip); err == nil && a.Is4() {
-			return a, true
-		}
-	}
-	return netip.Addr{}, false
+	return dualStack(ips)
 }

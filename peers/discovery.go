@@ -309,8 +309,10 @@ func (l *listers) snapshot() []Peer {
 	// an agent pod's IP), named as agents name their targets.
 	byAddr := make(map[netip.Addr]string, len(out))
 	for _, p := range out {
-		if _, dup := byAddr[p.Addr]; !dup {
-			byAddr[p.Addr] = p.Name
+		for _, a := range []netip.Addr{p.Addr, p.Addr6} {
+			if _, dup := byAddr[a]; a.IsValid() && !dup {
+				byAddr[a] = p.Name
+			}
 		}
 	}
 	var apiBackends []string

@@ -139,7 +139,7 @@ func serviceNames(keys []string) []string {
 }
 
 // backends are the names of the peers (byAddr: a node peer's InternalIP
-// or an agent pod's IP to its name) among the ready IPv4 endpoints of the
+// or an agent pod's IP to its name) among the ready endpoints of the
 // Service ns/name, sorted. Endpoints that are no peer are left out: the
 // matrix compares a VIP's loss with its backends' direct paths by target
 // name, and a name no agent probes would only shrink that comparison.
@@ -150,8 +150,8 @@ func backends(l discoverylisters.EndpointSliceLister, ns, name string, byAddr ma
 	sl, _ := l.EndpointSlices(ns).List(labels.SelectorFromSet(labels.Set{ServiceNameLabel: name}))
 	var out []string
 	for _, s := range sl {
-		if s.AddressType != discoveryv1.AddressTypeIPv4 {
-			continue
+		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+			continue // FQDN slices name no peer
 		}
 		for _, ep := range s.Endpoints {
 			if !endpointReady(ep.Conditions) {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 )
 
 // Identity is who this agent is, from the downward API:
@@ -12,10 +14,17 @@ import (
 //	- {name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
 //	- {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
 //	- {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
+//	- {name: POD_IPS, valueFrom: {fieldRef: {fieldPath: status.podIPs}}}
+//
+// POD_IPS is optional: on a dual-stack cluster it lists the pod's (under
+// hostNetwork, the node's) address of each family, comma-separated.
 type Identity struct {
 	NodeName string
 	PodName  string
 	PodIP    netip.Addr
+	// PodIPs are POD_IPS, at most one per family, PodIP first; just
+	// PodIP without POD_IPS.
+	PodIPs []netip.Addr
 }
 
 // IdentityFromEnv reads NODE_NAME, POD_NAME and POD_IP through getenv
@@ -36,7 +45,18 @@ func IdentityFromEnv(getenv func(string) string) (Identity, error) {
 	} else if a, err := netip.ParseAddr(s); err != nil {
 		errs = append(errs, fmt.Errorf("POD_IP %q is not an IP address", s))
 	} else {
-		id.PodIP = a
+		id.PodIP = a.Unmap()
+		id.PodIPs = []netip.Addr{id.PodIP}
+	}
+	for f := range strings.SplitSeq(getenv("POD_IPS"), ",") {
+		a, err := netip.ParseAddr(strings.TrimSpace(f))
+		if f == "" || err != nil || !id.PodIP.IsValid() {
+			continue // optional: POD_IP alone still makes an agent
+		}
+		a = a.Unmap()
+		if !slices.ContainsFunc(id.PodIPs, func(b netip.Addr) bool { return a.Is4() == b.Is4() }) {
+			id.PodIPs = append(id.PodIPs, a)
+		}
 	}
 	return id, errors.Join(errs...)
 }

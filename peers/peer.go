@@ -35,7 +35,7 @@ const (
 	// ZoneLabel is the Node label holding its zone.
 	ZoneLabel = "topology.kubernetes.io/zone"
 	// ProbeAnnotation opts a Service in when its value is "true": its
-	// IPv4 ClusterIP, and the ingress IPs of a LoadBalancer, become lb
+	// ClusterIPs, and the ingress IPs of a LoadBalancer, become lb
 	// peers.
 	ProbeAnnotation = "prober.netprober.io/probe"
 	// HTTP2Annotation says how an opted-in Service speaks HTTP/2, for
@@ -77,7 +77,11 @@ type Peer struct {
 	// and "apiserver-lb" for the configured external API server address.
 	Name  string
 	Class string // node | pod | lb
+	// Addr is the peer's IPv4 address, else its IPv6 one (a single-stack
+	// IPv6 cluster); Addr6 the IPv6 address of a dual-stack peer, probed
+	// too, invalid otherwise.
 	Addr  netip.Addr
+	Addr6 netip.Addr
 	// Port is where tcp_syn and http2_ping aim: the agents' port for node
 	// and pod peers, the Service port for lb peers.
 	Port uint16
@@ -102,12 +106,15 @@ type Peer struct {
 }
 
 func (p Peer) String() string {
+	if p.Addr6.IsValid() {
+		return fmt.Sprintf("%s %s %s,%s port %d", p.Class, p.Name, p.Addr, p.Addr6, p.Port)
+	}
 	return fmt.Sprintf("%s %s %s:%d", p.Class, p.Name, p.Addr, p.Port)
 }
 
 // Equal reports whether p and q are the same in every field.
 func (p Peer) Equal(q Peer) bool {
-	return p.Name == q.Name && p.Class == q.Class && p.Addr == q.Addr && p.Port == q.Port &&
+	return p.Name == q.Name && p.Class == q.Class && p.Addr == q.Addr && p.Addr6 == q.Addr6 && p.Port == q.Port &&
 		p.Unschedulable == q.Unschedulable && p.Agent == q.Agent && p.AgentPod == q.AgentPod && maps.Equal(p.Labels, q.Labels) &&
 		slices.Equal(p.Backends, q.Backends) && p.HTTP2 == q.HTTP2
 }
@@ -152,6 +159,9 @@ func Wire(ps []Peer) []api.Peer {
 	for i, p := range ps {
 		w := api.Peer{Name: p.Name, Class: p.Class, Address: p.Addr.String(), Port: p.Port,
 			Labels: p.Labels, Backends: p.Backends, Pod: p.AgentPod}
+		if p.Addr6.IsValid() {
+			w.Addresses = []string{w.Address, p.Addr6.String()}
+		}
 		if p.Class == ClassPod {
 			w.Node = p.Labels[LabelNode]
 		}

@@ -280,6 +280,9 @@ func TestSnapshot(t *testing.T) {
 			Labels: map[string]string{LabelNode: "n2", LabelZone: "z1", LabelRack: "r1"}},
 		{Name: "silent", Class: ClassNode, Addr: netip.MustParseAddr("192.0.2.7"), Port: testPort,
 			Labels: map[string]string{LabelNode: "silent", LabelZone: "z1", LabelRack: "r1", LabelReady: "unknown"}},
+		// An IPv6-only node is probed over IPv6.
+		{Name: "v6only", Class: ClassNode, Addr: netip.MustParseAddr("2001:db8::1"), Port: testPort,
+			Labels: map[string]string{LabelNode: "v6only", LabelZone: "z1", LabelRack: "r1"}},
 		{Name: "prober-pod-a", Class: ClassPod, Addr: netip.MustParseAddr("198.51.100.11"), Port: testPort, Agent: true, AgentPod: "prober-pod-a",
 			Labels: map[string]string{LabelNode: "n1", LabelZone: "z1", LabelRack: "r1"}},
 		{Name: "prober-pod-b", Class: ClassPod, Addr: netip.MustParseAddr("198.51.100.12"), Port: testPort, Agent: true, AgentPod: "prober-pod-b",
@@ -289,7 +292,8 @@ func TestSnapshot(t *testing.T) {
 		{Name: "web/api", Class: ClassLB, Addr: netip.MustParseAddr("198.51.100.21"), Port: 443,
 			Backends: []string{"cordoned", "prober-pod-a"}, HTTP2: HTTP2{Mode: HTTP2H2C}},
 		{Name: "web/bad-h2", Class: ClassLB, Addr: netip.MustParseAddr("198.51.100.25"), Port: 443, HTTP2: none},
-		{Name: "web/dual", Class: ClassLB, Addr: netip.MustParseAddr("198.51.100.23"), Port: 443, HTTP2: none},
+		// A dual-stack Service: both cluster IPs, IPv4 first.
+		{Name: "web/dual", Class: ClassLB, Addr: netip.MustParseAddr("198.51.100.23"), Addr6: netip.MustParseAddr("2001:db8::22"), Port: 443, HTTP2: none},
 		{Name: "web/front", Class: ClassLB, Addr: netip.MustParseAddr("198.51.100.30"), Port: 8443, Backends: []string{"n2"}, HTTP2: none},
 		{Name: "web/front@203.0.113.7", Class: ClassLB, Addr: netip.MustParseAddr("203.0.113.7"), Port: 8443, Backends: []string{"n2"}, HTTP2: none},
 		{Name: "web/front@203.0.113.8", Class: ClassLB, Addr: netip.MustParseAddr("203.0.113.8"), Port: 8443, Backends: []string{"n2"}, HTTP2: none},
@@ -531,5 +535,44 @@ func TestMatrixConfig(t *testing.T) {
 	if !c.APIServerHTTP2 || c.Settle != 500*time.Millisecond || c.RackLabel != k.RackLabel ||
 		c.APIServerLB.String() != k.APIServerLB || int(c.AgentPort) != k.AgentPort || c.Namespace != k.Namespace {
 		t.Errorf("MatrixConfig(%+v) = %+v", k, c)
+	}
+}
+
+// TestDualStackPeers: a dual-stack Node or pod is one peer with an
+// address per family, IPv4 first whatever the API's order, and the plan
+// carries both.
+func TestDualStackPeers(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		ips       []string
+		addr, six string
+		wantNone  bool
+	}{
+		{ips: []string{"2001:db8::1", "192.0.2.1"}, addr: "192.0.2.1", six: "2001:db8::1"},
+		{ips: []string{"192.0.2.1", "192.0.2.2", "2001:db8::1", "2001:db8::2"}, addr: "192.0.2.1", six: "2001:db8::1"},
+		{ips: []string{"fe80::1", "2001:db8::3"}, addr: "2001:db8::3"},
+		{ips: []string{"192.0.2.4"}, addr: "192.0.2.4"},
+		{ips: []string{"::", "garbage", "fe80::1%eth0"}, wantNone: true},
+	}
+	for _, c := range cases {
+		addr, six := dualStack(c.ips)
+		if c.wantNone {
+			if addr.IsValid() || six.IsValid() {
+				t.Errorf("%v: %v %v, want none", c.ips, addr, six)
+			}
+			continue
+		}
+		if addr.String() != c.addr || (c.six == "") == six.IsValid() || (c.six != "" && six.String() != c.six) {
+			t.Errorf("%v: %v %v, want %s %s", c.ips, addr, six, c.addr, c.six)
+		}
+	}
+	p := Peer{Name: "n1", Class: ClassNode, Addr: netip.MustParseAddr("192.0.2.1"), Addr6: netip.MustParseAddr("2001:db8::1"), Port: testPort}
+	w := Wire([]Peer{p})[0]
+	if w.Address != "192.0.2.1" || !slices.Equal(w.Addresses, []string{"192.0.2.1", "2001:db8::1"}) {
+		t.Errorf("wire: %+v, want both addresses", w)
+	}
+	p.Addr6 = netip.Addr{}
+	if w := Wire([]Peer{p})[0]; w.Addresses != nil {
+		t.Errorf("single-stack wire: addresses %v, want none", w.Addresses)
 	}
 }

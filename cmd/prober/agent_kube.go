@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 
@@ -42,7 +43,11 @@ func planSource(cfg *config.Agent, getenv func(string) string) (*agent.PlanSourc
 		cfg.Labels[peers.LabelNode] = id.NodeName
 	}
 	if cfg.Source == "" && cfg.SourceAddr().IsUnspecified() {
-		cfg.Source = id.PodIP.String()
+		srcs := make([]string, len(id.PodIPs))
+		for i, a := range id.PodIPs {
+			srcs[i] = a.String()
+		}
+		cfg.Source = strings.Join(srcs, ",") // dual-stack: one per family
 	}
 	k := cfg.Kubernetes
 	// Node agents ping the API server over TLS through its VIPs, as their

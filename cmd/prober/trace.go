@@ -10,15 +10,17 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"syscall"
 	"time"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/probe"
 )
 
-const traceSynopsis = "[--flows N] [--port P] [--probes K] [--max-ttl T] [--json] [--source ADDR] [--matrix-config FILE] HOST"
+const traceSynopsis = "[-4|-6] [--flows N] [--port P] [--probes K] [--max-ttl T] [--json] [--source ADDR] [--matrix-config FILE] HOST"
 
 // traceFlags names the flag of each probe.TraceConfig field that has one.
 var traceFlags = map[string]string{"maxTTL": "max-ttl", "concurrency": "flows"}
@@ -36,6 +38,8 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	source := fs.String("source", "", "source address (default: the one routing picks for HOST)")
 	sportBase := fs.Int("sport-base", 64000, "first source port to reserve; ports in use are skipped")
+	only4 := fs.Bool("4", false, "trace over IPv4: resolve HOST to its IPv4 address")
+	only6 := fs.Bool("6", false, "trace over IPv6: resolve HOST to its IPv6 address")
 	matrixConfig := fs.String("matrix-config", "", "the matrix's config file: its device names (hops) and thresholds name the suspects inferred from the flows")
 	hosts, code := parseInterspersed(fs, args)
 	if code >= 0 {
@@ -62,13 +66,27 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.Check(func(field, format string, args ...any) {
 		errs = append(errs, fmt.Sprintf("--%s: %s", cmp.Or(traceFlags[field], field), fmt.Sprintf(format, args...)))
 	})
+	family := ""
+	switch {
+	case *only4 && *only6:
+		errs = append(errs, "-4 and -6: pick one family")
+	case *only4:
+		family = api.FamilyIPv4
+	case *only6:
+		family = api.FamilyIPv6
+	}
 	var src netip.Addr
 	if *source != "" {
 		a, err := netip.ParseAddr(*source)
-		if err != nil || !a.Is4() {
-			errs = append(errs, fmt.Sprintf("--source: %q is not an IPv4 address", *source))
+		switch {
+		case err != nil || a.Zone() != "" || a.IsUnspecified():
+			errs = append(errs, fmt.Sprintf("--source: %q is not a unicast IP address", *source))
+		case family != "" && api.FamilyOf(a) != family:
+			errs = append(errs, fmt.Sprintf("--source: %s is not %s", a, family))
+		default:
+			src = a.Unmap()
+			family = api.FamilyOf(src) // HOST is resolved in the source's family
 		}
-		src = a
 	}
 	mcfg := matrix.Config{}
 	if *matrixConfig != "" {
@@ -88,7 +106,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 
 	host := hosts[0]
-	dst, err := resolve(ctx, host)
+	dst, err := resolve(ctx, host, family)
 	if err != nil {
 		fmt.Fprintf(stderr, "prober trace: %v\n", err)
 		return exitRuntime
@@ -150,26 +168,34 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return exitOK
 }
 
-func resolve(ctx context.Context, host string) (netip.Addr, error) {
+// resolve is host's address of family (-4, -6, or the source's), any
+// family when "" (IPv4 first, as most tools prefer on a dual-stack name).
+func resolve(ctx context.Context, host, family string) (netip.Addr, error) {
 	if a, err := netip.ParseAddr(host); err == nil {
-		if !a.Is4() {
-			return netip.Addr{}, fmt.Errorf("host %s: only IPv4 is supported", host)
+		a = a.Unmap()
+		if a.Zone() != "" {
+			return netip.Addr{}, fmt.Errorf("host %s: a zoned address (link-local) is no traceroute target", host)
+		}
+		if family != "" && api.FamilyOf(a) != family {
+			return netip.Addr{}, fmt.Errorf("host %s is not %s", host, family)
 		}
 		return a, nil
 	}
+	network := map[string]string{"": "ip", api.FamilyIPv4: "ip4", api.FamilyIPv6: "ip6"}[family]
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	addrs, err := net.DefaultResolver.LookupNetIP(rctx, "ip4", host)
+	addrs, err := net.DefaultResolver.LookupNetIP(rctx, network, host)
 	if err != nil || len(addrs) == 0 {
-		return netip.Addr{}, fmt.Errorf("cannot resolve host %q to an IPv4 address: %v", host, err)
+		return netip.Addr{}, fmt.Errorf("cannot resolve host %q (%s): %v", host, cmp.Or(family, "any family"), err)
 	}
+	slices.SortStableFunc(addrs, func(x, y netip.Addr) int { return cmp.Compare(api.FamilyOf(x.Unmap()), api.FamilyOf(y.Unmap())) })
 	return addrs[0].Unmap(), nil
 }
 
 // sourceFor asks the kernel which source address it would use towards
 // dst: connecting a UDP socket sends nothing.
 func sourceFor(dst netip.Addr) (netip.Addr, error) {
-	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 9)))
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 9)))
 	if err != nil {
 		return netip.Addr{}, err
 	}

@@ -28,7 +28,9 @@ func TestTraceFlags(t *testing.T) {
 		{"max-ttl", []string{"--max-ttl", "65", "192.0.2.1"}, "--max-ttl: 65 not in 1..64"},
 		{"retries", []string{"--retries", "-1", "192.0.2.1"}, "--retries: -1 not in"},
 		{"rate", []string{"--rate", "0", "192.0.2.1"}, "must be positive"},
-		{"source", []string{"--source", "2001:db8::1", "192.0.2.1"}, `--source: "2001:db8::1" is not an IPv4 address`},
+		{"source", []string{"--source", "garbage", "192.0.2.1"}, `--source: "garbage" is not a unicast IP address`},
+		{"source family", []string{"-4", "--source", "2001:db8::1", "192.0.2.1"}, "--source: 2001:db8::1 is not ipv4"},
+		{"both families", []string{"-4", "-6", "192.0.2.1"}, "-4 and -6: pick one family"},
 		{"sport-base", []string{"--sport-base", "80", "192.0.2.1"}, "--sport-base: 80 leaves no room"},
 		{"unknown flag", []string{"--bogus", "192.0.2.1"}, "flag provided but not defined: -bogus"},
 		// Flags after HOST are parsed too (nothing is sent: the value
