@@ -42,6 +42,10 @@ type Host struct {
 	// PodCIDR is the prefix the fabric routes to a node for its pods
 	// (lab pods, or a CNI's with Spec.PodCIDRs); invalid otherwise.
 	PodCIDR netip.Prefix `json:"pod_cidr,omitzero"`
+	// Addr6 and PodCIDR6 are the IPv6 twins of Addr and PodCIDR, from
+	// LabRange6, with Spec.IPv6; invalid otherwise.
+	Addr6    netip.Addr   `json:"addr6,omitzero"`
+	PodCIDR6 netip.Prefix `json:"pod_cidr6,omitzero"`
 }
 
 // Router is a spine, a ToR or the LB.
@@ -56,6 +60,8 @@ type Router struct {
 type Interface struct {
 	Name string       `json:"name"` // in the router's namespace: "spine1", "tor2", "br0", "lo"
 	Addr netip.Prefix `json:"addr"`
+	// Addr6 is the interface's IPv6 address with Spec.IPv6.
+	Addr6 netip.Prefix `json:"addr6,omitzero"`
 	// Peer is the device at the other end of a point-to-point link, ""
 	// for the rack bridge and loopback.
 	Peer string `json:"peer,omitempty"`
@@ -74,6 +80,11 @@ type Fabric struct {
 	// Backends are the VIP's DNAT targets: every node, or the control
 	// plane.
 	Backends []netip.Addr `json:"backends,omitempty"`
+	// VIP6, LBSource6 and Backends6 are their IPv6 twins, with Spec.IPv6
+	// and an LB.
+	VIP6      netip.Addr   `json:"vip6,omitzero"`
+	LBSource6 netip.Addr   `json:"lb_source6,omitzero"`
+	Backends6 []netip.Addr `json:"backends6,omitempty"`
 	// ControlPlane is the control plane's namespace (Spec.ControlPlane),
 	// nil without one. It is no agent host, so not in Hosts.
 	ControlPlane *Host `json:"control_plane,omitempty"`
@@ -86,18 +97,24 @@ const StateDir = "/run/prober-lab"
 
 func statePath(prefix string) string { return filepath.Join(StateDir, prefix+".json") }
 
-// Hops maps every router interface address to its device name, and the
-// VIP and LB source address to "lb": the matrix's hops configuration.
+// Hops maps every router interface address, IPv4 and IPv6, to its
+// device name, and the VIPs and LB source addresses to "lb": the
+// matrix's hops configuration.
 func (f *Fabric) Hops() map[string]string {
 	hops := make(map[string]string)
-	for _, r := range f.Routers {
-		for _, ifc := range r.Interfaces {
-			hops[ifc.Addr.Addr().String()] = r.Name
+	name := func(a netip.Addr, device string) {
+		if a.IsValid() {
+			hops[a.String()] = device
 		}
 	}
-	if f.VIP.IsValid() {
-		hops[f.VIP.String()] = KindLB
-		hops[f.LBSource.String()] = KindLB
+	for _, r := range f.Routers {
+		for _, ifc := range r.Interfaces {
+			name(ifc.Addr.Addr(), r.Name)
+			name(ifc.Addr6.Addr(), r.Name)
+		}
+	}
+	for _, a := range []netip.Addr{f.VIP, f.LBSource, f.VIP6, f.LBSource6} {
+		name(a, KindLB)
 	}
 	return hops
 }

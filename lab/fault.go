@@ -56,6 +56,10 @@ type Fault struct {
 	Zone     string `json:"zone,omitempty"`     // partition: "z1"
 	Permille int    `json:"permille,omitempty"` // loss kinds: 1..1000
 	Mod      int    `json:"mod,omitempty"`      // blackhole: 2..1024, drops 1/Mod of flows
+	// Family restricts any kind to one IP family, FamilyIPv4 or
+	// FamilyIPv6 ("spine2 drops 10% of IPv6 only": a broken IPv6 ECMP
+	// hash or ACL); "" breaks both, IPv6 only on a fabric with it.
+	Family string `json:"family,omitempty"`
 }
 
 func (ft Fault) String() string {
@@ -75,6 +79,7 @@ func (ft Fault) String() string {
 	add("zone", ft.Zone, ft.Zone != "")
 	add("permille", ft.Permille, ft.Permille != 0)
 	add("mod", ft.Mod, ft.Mod != 0)
+	add("family", ft.Family, ft.Family != "")
 	return b.String()
 }
 
@@ -154,6 +159,15 @@ func (f *Fabric) Check(ft Fault) error {
 		bad("kind: missing (one of %s)", strings.Join(FaultKinds, ", "))
 	default:
 		bad("kind: %q not one of %s", ft.Kind, strings.Join(FaultKinds, ", "))
+	}
+	switch ft.Family {
+	case "", FamilyIPv4:
+	case FamilyIPv6:
+		if !f.Spec.IPv6 {
+			bad("family: ipv6: this lab has no IPv6 (lab up --ipv6)")
+		}
+	default:
+		bad("family: %q not one of %s, %s (empty: both)", ft.Family, FamilyIPv4, FamilyIPv6)
 	}
 	if ft.Kind != "" && slices.Contains(FaultKinds, ft.Kind) {
 		set := map[string]bool{

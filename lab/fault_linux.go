@@ -29,62 +29,37 @@ func (f *Fabric) Inject(ctx context.Context, ft Fault) error {
 		return err
 	}
 	ns := func(device string) string { return nsName(f.Spec.Prefix, device) }
+	d := f.dropper(ft)
 	var err error
 	switch ft.Kind {
 	case FaultDeviceLoss:
-		err = addFault(ns(ft.Device), ft.Kind, hookRules{forward: [][]expr.Any{rule(randomBelow(ft.Permille), []expr.Any{drop()})}})
+		err = d.install(ns(ft.Device), ft.Kind, hookRules{forward: d.random(nil)})
 	case FaultLinkLoss:
-		err = addFault(ns(ft.From), ft.Kind, linkLoss(ft.To, ft.Permille))
+		err = d.install(ns(ft.From), ft.Kind, hookRules{forward: d.random(oifIs(ft.To))})
 		if err == nil && ft.Both {
-			err = addFault(ns(ft.To), ft.Kind, linkLoss(ft.From, ft.Permille))
+			err = d.install(ns(ft.To), ft.Kind, hookRules{forward: d.random(oifIs(ft.From))})
 		}
 	case FaultBlackhole:
-		err = addFault(ns(ft.Device), ft.Kind, hookRules{forward: [][]expr.Any{
-			rule(isIPv4(), isTCP(), flowHashIsZero(ft.Mod), []expr.Any{drop()}),
-		}})
-	case FaultLBForget:
-		// At priority -150: after conntrack (-200) has attached the
-		// connection, before DNAT (-100). At -200 itself the chain may run
-		// before conntrack and sees no ct state (lab-facts.md). A bare
-		// SYN opens a flow at an LB that forgot the old one, even when
-		// conntrack still holds the 5-tuple half-open (a probe that died
-		// past the LB leaves it in SYN_SENT for 2 minutes): it marks the
-		// connection too, or its SYN-ACK would be dropped on the way back.
-		mark := []expr.Any{
-			&expr.Immediate{Register: 1, Data: binaryutil.NativeEndian.PutUint32(ctMarkSeen)},
-			&expr.Ct{Register: 1, SourceRegister: true, Key: expr.CtKeyMARK},
-		}
-		err = addFault(ns(KindLB), ft.Kind, hookRules{prerouting: [][]expr.Any{
-			rule(ctStateNew(), mark),
-			rule(isTCP(), tcpBareSYN(), mark),
-			{
-				&expr.Ct{Register: 1, Key: expr.CtKeyMARK},
-				&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(ctMarkSeen)},
-				drop(),
-			},
-		}, prio: -150})
-	case FaultLBLoss:
-		err = addFault(ns(KindLB), ft.Kind, hookRules{prerouting: [][]expr.Any{rule(randomBelow(ft.Permille), []expr.Any{drop()})}})
-	case FaultPodNodeLoss:
 		var rules [][]expr.Any
-		for r := 1; r <= f.Spec.Racks; r++ {
-			rules = append(rules, rule(isIPv4(), ipIn(true, rackPodNet(r)), randomBelow(ft.Permille), []expr.Any{drop()}))
+		for _, fam := range d.fams {
+			rules = append(rules, rule(nfproto(fam), isTCP(), flowHashIsZero(fam, ft.Mod), []expr.Any{verdictDrop()}))
 		}
-		for _, n := range f.Nodes() {
-			if err = addFault(n.Namespace, ft.Kind, hookRules{input: rules}); err != nil {
-				break
-			}
-		}
+		err = d.install(ns(ft.Device), ft.Kind, hookRules{forward: rules})
+	case FaultLBForget:
+		err = d.install(ns(KindLB), ft.Kind, lbForget(d.only))
+	case FaultLBLoss:
+		err = d.install(ns(KindLB), ft.Kind, hookRules{prerouting: d.random(nil)})
+	case FaultPodNodeLoss:
+		err = f.podNodeLoss(d)
 	case FaultHostNIC:
 		h, _ := f.Host(ft.Host)
-		loss := func(m []expr.Any) []expr.Any { return rule(m, randomBelow(ft.Permille), []expr.Any{drop()}) }
-		err = addFault(h.Namespace, ft.Kind, hookRules{
-			input:   [][]expr.Any{loss(iifIs(hostIf))},
-			output:  [][]expr.Any{loss(oifIs(hostIf))},
-			forward: [][]expr.Any{loss(iifIs(hostIf)), loss(oifIs(hostIf))},
+		err = d.install(h.Namespace, ft.Kind, hookRules{
+			input:   d.random(iifIs(hostIf)),
+			output:  d.random(oifIs(hostIf)),
+			forward: append(d.random(iifIs(hostIf)), d.random(oifIs(hostIf))...),
 		})
 	case FaultPartition:
-		err = f.partition(ctx, ft)
+		err = f.partition(ctx, ft, d)
 	}
 	if err != nil {
 		return fmt.Errorf("fault %s: %w", ft, err)
@@ -93,8 +68,90 @@ func (f *Fabric) Inject(ctx context.Context, ft Fault) error {
 	return nil
 }
 
-func linkLoss(peer string, permille int) hookRules {
-	return hookRules{forward: [][]expr.Any{rule(oifIs(peer), randomBelow(permille), []expr.Any{drop()})}}
+// dropper builds one fault's rules for the families it breaks.
+type dropper struct {
+	fams []*family // the families whose addresses a rule may match
+	// only restricts a rule that matches no address to the fault's
+	// family: empty when the fault breaks both.
+	only     []expr.Any
+	permille int
+	ndp      bool // the fault breaks IPv6: spare neighbor discovery
+}
+
+func (f *Fabric) dropper(ft Fault) dropper {
+	d := dropper{permille: ft.Permille}
+	for _, fam := range familiesOf(f.Spec) {
+		if ft.Family == "" || ft.Family == fam.name {
+			d.fams = append(d.fams, fam)
+		}
+	}
+	if ft.Family != "" {
+		d.only = nfproto(d.fams[0])
+	}
+	d.ndp = slices.Contains(d.fams, ipv6)
+	return d
+}
+
+// random is the rule that drops permille of the packets match matches
+// (nil: all) in the fault's families.
+func (d dropper) random(match []expr.Any) [][]expr.Any {
+	return [][]expr.Any{rule(d.only, match, randomBelow(d.permille), []expr.Any{verdictDrop()})}
+}
+
+// install adds the fault's chains to namespace ns. A fault that breaks
+// IPv6 accepts neighbor discovery first in every chain: the lab's faults
+// drop data, not the neighbor tables under it, as they leave ARP alone
+// (inet chains never see ARP). A lossy host NIC, LB or pod-to-node path
+// then loses packets, not the addresses to send them to.
+func (d dropper) install(ns, kind string, hr hookRules) error {
+	if d.ndp {
+		for _, rules := range []*[][]expr.Any{&hr.prerouting, &hr.input, &hr.forward, &hr.output} {
+			if len(*rules) > 0 {
+				*rules = append([][]expr.Any{ndpAccept()}, *rules...)
+			}
+		}
+	}
+	return addFault(ns, kind, hr)
+}
+
+// lbForget's rules, at priority -150: after conntrack (-200) has
+// attached the connection, before DNAT (-100). At -200 itself the chain
+// may run before conntrack and sees no ct state (lab-facts.md). A bare
+// SYN opens a flow at an LB that forgot the old one, even when conntrack
+// still holds the 5-tuple half-open (a probe that died past the LB
+// leaves it in SYN_SENT for 2 minutes): it marks the connection too, or
+// its SYN-ACK would be dropped on the way back.
+func lbForget(only []expr.Any) hookRules {
+	mark := []expr.Any{
+		&expr.Immediate{Register: 1, Data: binaryutil.NativeEndian.PutUint32(ctMarkSeen)},
+		&expr.Ct{Register: 1, SourceRegister: true, Key: expr.CtKeyMARK},
+	}
+	return hookRules{prerouting: [][]expr.Any{
+		rule(only, ctStateNew(), mark),
+		rule(only, isTCP(), tcpBareSYN(), mark),
+		rule(only, []expr.Any{
+			&expr.Ct{Register: 1, Key: expr.CtKeyMARK},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(ctMarkSeen)},
+			verdictDrop(),
+		}),
+	}, prio: -150}
+}
+
+// podNodeLoss drops, at every node's input, permille of the packets from
+// any rack's pods.
+func (f *Fabric) podNodeLoss(d dropper) error {
+	var rules [][]expr.Any
+	for _, fam := range d.fams {
+		for r := 1; r <= f.Spec.Racks; r++ {
+			rules = append(rules, rule(nfproto(fam), ipIn(true, fam.rackPods(r)), randomBelow(d.permille), []expr.Any{verdictDrop()}))
+		}
+	}
+	for _, n := range f.Nodes() {
+		if err := d.install(n.Namespace, FaultPodNodeLoss, hookRules{input: rules}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // tcp flags & (syn | ack) == syn
@@ -124,28 +181,30 @@ func ctStateNew() []expr.Any {
 
 // partition drops, at every ToR of the rack or zone, everything from or
 // to the other racks' prefixes and the LB's.
-func (f *Fabric) partition(ctx context.Context, ft Fault) error {
+func (f *Fabric) partition(ctx context.Context, ft Fault, d dropper) error {
 	inside := f.torsOf(ft.Rack, ft.Zone)
-	var outside []netip.Prefix
-	for r := 1; r <= f.Spec.Racks; r++ {
-		if !slices.Contains(inside, r) {
-			outside = append(outside, rackPrefixes(r)...)
-		}
-	}
-	if f.Spec.LB {
-		outside = append(outside, lbNet)
-	}
 	var rules [][]expr.Any
-	for _, p := range outside {
-		rules = append(rules,
-			rule(isIPv4(), ipIn(true, p), []expr.Any{drop()}),
-			rule(isIPv4(), ipIn(false, p), []expr.Any{drop()}))
+	for _, fam := range d.fams {
+		var outside []netip.Prefix
+		for r := 1; r <= f.Spec.Racks; r++ {
+			if !slices.Contains(inside, r) {
+				outside = append(outside, fam.rackPrefixes(r)...)
+			}
+		}
+		if f.Spec.LB {
+			outside = append(outside, fam.lbNet)
+		}
+		for _, p := range outside {
+			rules = append(rules,
+				rule(nfproto(fam), ipIn(true, p), []expr.Any{verdictDrop()}),
+				rule(nfproto(fam), ipIn(false, p), []expr.Any{verdictDrop()}))
+		}
 	}
 	for _, r := range inside {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := addFault(nsName(f.Spec.Prefix, torName(r)), ft.Kind, hookRules{forward: rules}); err != nil {
+		if err := d.install(nsName(f.Spec.Prefix, torName(r)), ft.Kind, hookRules{forward: rules}); err != nil {
 			return err
 		}
 	}

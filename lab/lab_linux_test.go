@@ -137,8 +137,8 @@ func TestFabric(t *testing.T) {
 		// route back picks. Six probes per router fit the ICMP rate
 		// limit's burst.
 		for port := uint16(43000); port < 43006; port++ {
-			spine := hop(t, n11, n21, port, 2)
-			tor := hop(t, n11, n21, port, 3)
+			spine := hop(t, n11, n21, port, 2, false)
+			tor := hop(t, n11, n21, port, 3, false)
 			s := spine.As4()
 			if f.Hops()[spine.String()] == "" || s[3] != 0 {
 				t.Errorf("port %d ttl 2: answer from %v, want a spine's address toward tor1", port, spine)
@@ -477,31 +477,48 @@ func TestLBPorts(t *testing.T) {
 // TestControlPlaneFabric: the fabric a real cluster runs on. The control
 // plane's namespace answers on its own address from every rack, the VIP
 // forwards the API server port to it, and an address in a node's pod
-// CIDR (as a CNI would give a pod) is reached across the fabric.
+// CIDR (as a CNI would give a pod) is reached across the fabric; on a
+// dual-stack fabric, over both families.
 func TestControlPlaneFabric(t *testing.T) {
-	f := labtest.Up(t, lab.Spec{Spines: 2, Racks: 2, NodesPerRack: 1, PodsPerNode: -1, LB: true, ControlPlane: true, PodCIDRs: true})
-	cp := f.ControlPlane
-	if cp == nil {
-		t.Fatal("no control plane")
+	for _, ipv6 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ipv4", true: "dual stack"}[ipv6], func(t *testing.T) {
+			f := labtest.Up(t, lab.Spec{Spines: 2, Racks: 2, NodesPerRack: 1, PodsPerNode: -1, LB: true, ControlPlane: true, PodCIDRs: true, IPv6: ipv6})
+			cp := f.ControlPlane
+			if cp == nil {
+				t.Fatal("no control plane")
+			}
+			n21, _ := f.Host("n21")
+			checkControlPlane(t, f, cp.Addr, f.VIP, n21.PodCIDR)
+			if ipv6 {
+				checkControlPlane(t, f, cp.Addr6, f.VIP6, n21.PodCIDR6)
+			}
+		})
 	}
-	listen(t, cp.Namespace, netip.AddrPortFrom(cp.Addr, lab.APIServerPort))
+}
+
+// checkControlPlane dials the control plane at cp, directly and through
+// vip, and the first address of n21's pod CIDR, from n11 and from the
+// control plane.
+func checkControlPlane(t *testing.T, f *lab.Fabric, cp, vip netip.Addr, podCIDR netip.Prefix) {
+	t.Helper()
+	listen(t, f.ControlPlane.Namespace, netip.AddrPortFrom(cp, lab.APIServerPort))
 	n11, _ := f.Host("n11")
 	n21, _ := f.Host("n21")
-	pod := n21.PodCIDR.Addr().Next() // as a CNI's first pod on n21
+	pod := podCIDR.Addr().Next() // as a CNI's first pod on n21
 	if err := lab.Do(n21.Namespace, func() error {
 		lo, err := netlink.LinkByName("lo")
 		if err != nil {
 			return err
 		}
-		return netlink.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: pod.AsSlice(), Mask: net.CIDRMask(32, 32)}})
+		return netlink.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: pod.AsSlice(), Mask: net.CIDRMask(pod.BitLen(), pod.BitLen())}})
 	}); err != nil {
 		t.Fatal(err)
 	}
 	listen(t, n21.Namespace, netip.AddrPortFrom(pod, 9808))
 	for _, to := range []netip.AddrPort{
-		netip.AddrPortFrom(cp.Addr, lab.APIServerPort), // direct, through a spine
-		netip.AddrPortFrom(f.VIP, lab.APIServerPort),   // through the LB
-		netip.AddrPortFrom(pod, 9808),                  // n21's pod CIDR, from rack 1
+		netip.AddrPortFrom(cp, lab.APIServerPort),  // direct, through a spine
+		netip.AddrPortFrom(vip, lab.APIServerPort), // through the LB
+		netip.AddrPortFrom(pod, 9808),              // n21's pod CIDR, from rack 1
 	} {
 		c, err := dial(n11.Namespace, netip.AddrPort{}, to, 2*time.Second)
 		if err != nil {
@@ -515,7 +532,7 @@ func TestControlPlaneFabric(t *testing.T) {
 	}
 	// The control plane reaches the pod CIDRs: kube-proxy's replies to a
 	// pod that called the kubernetes Service take this path back.
-	c, err := dial(cp.Namespace, netip.AddrPort{}, netip.AddrPortFrom(pod, 9808), 2*time.Second)
+	c, err := dial(f.ControlPlane.Namespace, netip.AddrPort{}, netip.AddrPortFrom(pod, 9808), 2*time.Second)
 	if err != nil {
 		t.Fatalf("cp -> pod %v: %v", pod, err)
 	}

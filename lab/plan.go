@@ -3,11 +3,13 @@ package lab
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 )
 
-// The addressing plan; doc.go explains it. Everything is inside
-// 198.18.0.0/15 (RFC 2544 benchmarking space), which no real network
-// routes, so nothing the lab sends can leave the machine by mistake.
+// The IPv4 addressing plan (plan6.go has the IPv6 one); doc.go explains
+// it. Everything is inside 198.18.0.0/15 (RFC 2544 benchmarking space),
+// which no real network routes, so nothing the lab sends can leave the
+// machine by mistake.
 var (
 	// LabRange is the only range the lab numbers from.
 	LabRange  = netip.MustParsePrefix("198.18.0.0/15")
@@ -44,13 +46,12 @@ func cpLink(s int) (spine, cp netip.Prefix) {
 // Rack r's nodes share 198.19.r.0/24 behind the ToR's bridge (.1); node n
 // is .10+n. Its pods are 198.19.100+r.0/24; node n routes the /28 at
 // .16n, pod p being .16n+p.
-func rackNodeNet(r int) netip.Prefix    { return netip.PrefixFrom(v4(198, 19, r, 0), 24) }
-func rackPodNet(r int) netip.Prefix     { return netip.PrefixFrom(v4(198, 19, 100+r, 0), 24) }
-func rackGateway(r int) netip.Prefix    { return netip.PrefixFrom(v4(198, 19, r, 1), 24) }
-func nodeAddr(r, n int) netip.Prefix    { return netip.PrefixFrom(v4(198, 19, r, 10+n), 24) }
-func podCIDR(r, n int) netip.Prefix     { return netip.PrefixFrom(v4(198, 19, 100+r, 16*n), 28) }
-func podAddr(r, n, p int) netip.Addr    { return v4(198, 19, 100+r, 16*n+p) }
-func rackPrefixes(r int) []netip.Prefix { return []netip.Prefix{rackNodeNet(r), rackPodNet(r)} }
+func rackNodeNet(r int) netip.Prefix { return netip.PrefixFrom(v4(198, 19, r, 0), 24) }
+func rackPodNet(r int) netip.Prefix  { return netip.PrefixFrom(v4(198, 19, 100+r, 0), 24) }
+func rackGateway(r int) netip.Prefix { return netip.PrefixFrom(v4(198, 19, r, 1), 24) }
+func nodeAddr(r, n int) netip.Prefix { return netip.PrefixFrom(v4(198, 19, r, 10+n), 24) }
+func podCIDR(r, n int) netip.Prefix  { return netip.PrefixFrom(v4(198, 19, 100+r, 16*n), 28) }
+func podAddr(r, n, p int) netip.Addr { return v4(198, 19, 100+r, 16*n+p) }
 
 // Names. Interface names live inside their own namespace, so they need no
 // lab prefix and stay far below IFNAMSIZ (15): a link's end is named
@@ -73,11 +74,12 @@ func nsName(prefix, device string) string { return prefix + "-" + device }
 
 // plan is everything Up creates, computed without touching the kernel.
 type plan struct {
-	fabric *Fabric
-	ns     []nsPlan
-	addrs  []addrPlan // on interfaces that are not veth ends: br0, lo
-	links  []linkPlan
-	routes []routePlan
+	fabric  *Fabric
+	ns      []nsPlan
+	bridges []bridgePlan
+	addrs   []addrPlan // on interfaces that are not veth ends: br0, lo
+	links   []linkPlan
+	routes  []routePlan
 }
 
 type nsPlan struct {
@@ -85,6 +87,8 @@ type nsPlan struct {
 	device string // "spine1", "n21"
 	kind   string // KindSpine, KindToR, KindLB, ClassNode, ClassPod
 }
+
+type bridgePlan struct{ ns, dev string }
 
 type addrPlan struct {
 	ns, dev string
@@ -98,7 +102,7 @@ type linkPlan struct {
 
 type linkEnd struct {
 	ns, dev, master string
-	addr            netip.Prefix // invalid: no address
+	addrs           []netip.Prefix // one per family, or none
 }
 
 type routePlan struct {
@@ -113,191 +117,285 @@ type nexthop struct {
 	gw  netip.Addr
 }
 
-func newPlan(spec Spec) *plan {
-	p := &plan{fabric: &Fabric{Spec: spec}}
-	f := p.fabric
-	ns := func(device string) string { return nsName(spec.Prefix, device) }
-	addNS := func(device, kind string) { p.ns = append(p.ns, nsPlan{ns(device), device, kind}) }
-	route := func(device string, dst netip.Prefix, via ...nexthop) {
-		p.routes = append(p.routes, routePlan{ns(device), dst, via})
-	}
+// planner builds a plan step by step, numbering every device in every
+// family the spec asks for.
+type planner struct {
+	*plan
+	spec   Spec
+	fams   []*family
+	spines []*Router
+	tors   []*Router
+	lb     *Router
+}
 
-	spines := make([]*Router, spec.Spines)
+func newPlan(spec Spec) *plan {
+	pl := newPlanner(spec)
 	for s := 1; s <= spec.Spines; s++ {
-		addNS(spineName(s), KindSpine)
-		spines[s-1] = &Router{Name: spineName(s), Kind: KindSpine, Namespace: ns(spineName(s))}
+		pl.spine(s)
 	}
-	tors := make([]*Router, spec.Racks)
 	for r := 1; r <= spec.Racks; r++ {
-		addNS(torName(r), KindToR)
-		tors[r-1] = &Router{Name: torName(r), Kind: KindToR, Namespace: ns(torName(r))}
+		pl.rack(r)
 	}
-	var lb *Router
+	pl.lbLeaf()
+	pl.controlPlaneLeaf()
+	routers := slices.Concat(pl.spines, pl.tors)
+	if pl.lb != nil {
+		routers = append(routers, pl.lb)
+	}
+	for _, r := range routers {
+		pl.fabric.Routers = append(pl.fabric.Routers, *r)
+	}
+	return pl.plan
+}
+
+// newPlanner adds the routers' namespaces and the control plane's.
+func newPlanner(spec Spec) *planner {
+	pl := &planner{plan: &plan{fabric: &Fabric{Spec: spec}}, spec: spec, fams: familiesOf(spec)}
+	router := func(name, kind string) *Router {
+		pl.addNS(name, kind)
+		return &Router{Name: name, Kind: kind, Namespace: pl.nsOf(name)}
+	}
+	for s := 1; s <= spec.Spines; s++ {
+		pl.spines = append(pl.spines, router(spineName(s), KindSpine))
+	}
+	for r := 1; r <= spec.Racks; r++ {
+		pl.tors = append(pl.tors, router(torName(r), KindToR))
+	}
 	if spec.LB {
-		addNS(KindLB, KindLB)
-		lb = &Router{Name: KindLB, Kind: KindLB, Namespace: ns(KindLB)}
+		pl.lb = router(KindLB, KindLB)
 	}
 	if spec.ControlPlane {
-		addNS(ControlPlaneName, ClassControlPlane)
-		f.ControlPlane = &Host{Name: ControlPlaneName, Namespace: ns(ControlPlaneName), Addr: cpAddr, Class: ClassControlPlane}
+		pl.addNS(ControlPlaneName, ClassControlPlane)
+		cp := &Host{Name: ControlPlaneName, Namespace: pl.nsOf(ControlPlaneName), Class: ClassControlPlane}
+		for _, fam := range pl.fams {
+			*fam.hostAddr(cp) = fam.cp
+		}
+		pl.fabric.ControlPlane = cp
 	}
-	// leafUp routes a spine-attached leaf (the LB, the control plane):
-	// each spine's link net via that spine, every rack and the other
-	// leaves' nets by ECMP over all spines.
-	leafUp := func(leaf string, link func(s int) (netip.Prefix, netip.Prefix), others ...netip.Prefix) {
-		up := make([]nexthop, spec.Spines)
-		for s := 1; s <= spec.Spines; s++ {
-			sa, _ := link(s)
-			up[s-1] = nexthop{spineName(s), sa.Addr()}
-			route(leaf, spineLinkNet(s), up[s-1])
-		}
-		for r := 1; r <= spec.Racks; r++ {
-			for _, dst := range rackPrefixes(r) {
-				route(leaf, dst, up...)
-			}
-		}
-		for _, dst := range others {
-			route(leaf, dst, up...)
-		}
-	}
+	return pl
+}
 
-	// Router links and the spines' routes down to the racks.
-	for s := 1; s <= spec.Spines; s++ {
-		sp := spines[s-1]
-		for r := 1; r <= spec.Racks; r++ {
-			sa, ta := torLink(s, r)
-			p.links = append(p.links, linkPlan{
-				a: linkEnd{ns: sp.Namespace, dev: torName(r), addr: sa},
-				b: linkEnd{ns: tors[r-1].Namespace, dev: spineName(s), addr: ta},
-			})
-			sp.Interfaces = append(sp.Interfaces, Interface{Name: torName(r), Addr: sa, Peer: torName(r)})
-			tors[r-1].Interfaces = append(tors[r-1].Interfaces, Interface{Name: spineName(s), Addr: ta, Peer: spineName(s)})
-			for _, dst := range rackPrefixes(r) {
-				route(sp.Name, dst, nexthop{torName(r), ta.Addr()})
-			}
-		}
-		if lb != nil {
-			sa, la := lbLink(s)
-			p.links = append(p.links, linkPlan{
-				a: linkEnd{ns: sp.Namespace, dev: KindLB, addr: sa},
-				b: linkEnd{ns: lb.Namespace, dev: spineName(s), addr: la},
-			})
-			sp.Interfaces = append(sp.Interfaces, Interface{Name: KindLB, Addr: sa, Peer: KindLB})
-			lb.Interfaces = append(lb.Interfaces, Interface{Name: spineName(s), Addr: la, Peer: spineName(s)})
-			route(sp.Name, lbNet, nexthop{KindLB, la.Addr()})
-		}
-		if cp := f.ControlPlane; cp != nil {
-			sa, ca := cpLink(s)
-			p.links = append(p.links, linkPlan{
-				a: linkEnd{ns: sp.Namespace, dev: cp.Name, addr: sa},
-				b: linkEnd{ns: cp.Namespace, dev: spineName(s), addr: ca},
-			})
-			sp.Interfaces = append(sp.Interfaces, Interface{Name: cp.Name, Addr: sa, Peer: cp.Name})
-			route(sp.Name, cpNet, nexthop{cp.Name, ca.Addr()})
+func (pl *planner) nsOf(device string) string { return nsName(pl.spec.Prefix, device) }
+
+func (pl *planner) addNS(device, kind string) {
+	pl.plan.ns = append(pl.plan.ns, nsPlan{pl.nsOf(device), device, kind})
+}
+
+func (pl *planner) route(device string, dst netip.Prefix, via ...nexthop) {
+	pl.routes = append(pl.routes, routePlan{pl.nsOf(device), dst, via})
+}
+
+// addr puts one address per family, addrs(fam), on dev.
+func (pl *planner) addr(ns, dev string, addrs func(fam *family) netip.Prefix) {
+	for _, fam := range pl.fams {
+		pl.addrs = append(pl.addrs, addrPlan{ns, dev, addrs(fam)})
+	}
+}
+
+// spine links spine s to every ToR, the LB and the control plane, and
+// routes each one's prefixes down its link.
+func (pl *planner) spine(s int) {
+	sp := pl.spines[s-1]
+	for r := 1; r <= pl.spec.Racks; r++ {
+		pl.routerLink(sp, pl.tors[r-1],
+			func(fam *family) (netip.Prefix, netip.Prefix) { return fam.torLink(s, r) },
+			func(fam *family) []netip.Prefix { return fam.rackPrefixes(r) })
+	}
+	if pl.lb != nil {
+		pl.routerLink(sp, pl.lb,
+			func(fam *family) (netip.Prefix, netip.Prefix) { return fam.lbLink(s) },
+			func(fam *family) []netip.Prefix { return []netip.Prefix{fam.lbNet} })
+	}
+	if cp := pl.fabric.ControlPlane; cp != nil {
+		// The control plane is a host: the inventory lists no interfaces
+		// of its own.
+		pl.routerLink(sp, &Router{Name: cp.Name, Namespace: cp.Namespace},
+			func(fam *family) (netip.Prefix, netip.Prefix) { return fam.cpLink(s) },
+			func(fam *family) []netip.Prefix { return []netip.Prefix{fam.cpNet} })
+	}
+}
+
+// routerLink links spine sp to leaf (a ToR, the LB, the control plane),
+// numbered by ends (spine end first), and routes down(fam) from the
+// spine to the leaf. Each end is named after the device at the other.
+func (pl *planner) routerLink(sp, leaf *Router, ends func(*family) (netip.Prefix, netip.Prefix), down func(*family) []netip.Prefix) {
+	spIf, leafIf := Interface{Name: leaf.Name, Peer: leaf.Name}, Interface{Name: sp.Name, Peer: sp.Name}
+	a, b := linkEnd{ns: sp.Namespace, dev: leaf.Name}, linkEnd{ns: leaf.Namespace, dev: sp.Name}
+	for _, fam := range pl.fams {
+		sa, la := ends(fam)
+		a.addrs, b.addrs = append(a.addrs, sa), append(b.addrs, la)
+		*fam.ifAddr(&spIf), *fam.ifAddr(&leafIf) = sa, la
+	}
+	pl.links = append(pl.links, linkPlan{a: a, b: b})
+	sp.Interfaces = append(sp.Interfaces, spIf)
+	leaf.Interfaces = append(leaf.Interfaces, leafIf)
+	for _, fam := range pl.fams {
+		_, la := ends(fam)
+		for _, dst := range down(fam) {
+			pl.route(sp.Name, dst, nexthop{leaf.Name, la.Addr()})
 		}
 	}
+}
 
-	// ToRs: ECMP up to every other rack and the LB over all spines, the
-	// spines' link nets via that spine, the rack's pod CIDRs via their node.
-	for r := 1; r <= spec.Racks; r++ {
-		tor := tors[r-1]
-		up := make([]nexthop, spec.Spines)
-		for s := 1; s <= spec.Spines; s++ {
-			sa, _ := torLink(s, r)
-			up[s-1] = nexthop{spineName(s), sa.Addr()}
-			route(tor.Name, spineLinkNet(s), up[s-1])
+// uplinks routes a spine-attached device (a ToR, the LB, the control
+// plane) up: each spine's link net via that spine, and dsts(fam) by ECMP
+// over all spines. gw(fam, s) is spine s's end of the device's link.
+func (pl *planner) uplinks(device string, gw func(fam *family, s int) netip.Addr, dsts func(fam *family) []netip.Prefix) {
+	for _, fam := range pl.fams {
+		up := make([]nexthop, pl.spec.Spines)
+		for s := 1; s <= pl.spec.Spines; s++ {
+			up[s-1] = nexthop{spineName(s), gw(fam, s)}
+			pl.route(device, fam.spineLinks(s), up[s-1])
 		}
-		for o := 1; o <= spec.Racks; o++ {
-			if o == r {
-				continue
-			}
-			for _, dst := range rackPrefixes(o) {
-				route(tor.Name, dst, up...)
-			}
+		for _, dst := range dsts(fam) {
+			pl.route(device, dst, up...)
 		}
-		if lb != nil {
-			route(tor.Name, lbNet, up...)
+	}
+}
+
+// leafNets returns the LB's and the control plane's nets that exist,
+// but not skip's.
+func (pl *planner) leafNets(fam *family, skip string) []netip.Prefix {
+	var nets []netip.Prefix
+	if pl.lb != nil && skip != KindLB {
+		nets = append(nets, fam.lbNet)
+	}
+	if pl.fabric.ControlPlane != nil && skip != ControlPlaneName {
+		nets = append(nets, fam.cpNet)
+	}
+	return nets
+}
+
+// racksBut returns every rack's prefixes but rack skip's.
+func (pl *planner) racksBut(fam *family, skip int) []netip.Prefix {
+	var nets []netip.Prefix
+	for r := 1; r <= pl.spec.Racks; r++ {
+		if r != skip {
+			nets = append(nets, fam.rackPrefixes(r)...)
 		}
+	}
+	return nets
+}
+
+// rack plans ToR r's routes up, its bridge, and the rack's nodes.
+func (pl *planner) rack(r int) {
+	tor := pl.tors[r-1]
+	pl.uplinks(tor.Name,
+		func(fam *family, s int) netip.Addr { sa, _ := fam.torLink(s, r); return sa.Addr() },
+		func(fam *family) []netip.Prefix { return append(pl.racksBut(fam, r), pl.leafNets(fam, "")...) })
+	pl.bridges = append(pl.bridges, bridgePlan{ns: tor.Namespace, dev: bridgeName})
+	pl.addr(tor.Namespace, bridgeName, func(fam *family) netip.Prefix { return fam.gateway(r) })
+	br := Interface{Name: bridgeName}
+	for _, fam := range pl.fams {
+		*fam.ifAddr(&br) = fam.gateway(r)
+	}
+	tor.Interfaces = append(tor.Interfaces, br)
+	for n := 1; n <= pl.spec.NodesPerRack; n++ {
+		pl.node(tor, r, n)
+	}
+}
+
+// node plans node n of rack r, a port of its ToR's bridge routing the
+// lab range to the ToR, and its pods.
+func (pl *planner) node(tor *Router, r, n int) {
+	node := Host{
+		Name: nodeName(r, n), Namespace: pl.nsOf(nodeName(r, n)),
+		Rack: rackName(r), Zone: zoneName(pl.spec.zoneOf(r)), Node: nodeName(r, n), Class: ClassNode,
+	}
+	eth := linkEnd{ns: node.Namespace, dev: hostIf}
+	for _, fam := range pl.fams {
+		a := fam.node(r, n)
+		*fam.hostAddr(&node) = a.Addr()
+		eth.addrs = append(eth.addrs, a)
+	}
+	pl.addNS(node.Name, ClassNode)
+	pl.links = append(pl.links, linkPlan{a: eth, b: linkEnd{ns: tor.Namespace, dev: node.Name, master: bridgeName}})
+	for _, fam := range pl.fams {
+		pl.route(node.Name, fam.lab, nexthop{hostIf, fam.gateway(r).Addr()})
+	}
+	if pl.spec.PodsPerNode > 0 || pl.spec.PodCIDRs {
+		for _, fam := range pl.fams {
+			pl.route(tor.Name, fam.podCIDR(r, n), nexthop{bridgeName, *fam.hostAddr(&node)})
+			*fam.hostPodCIDR(&node) = fam.podCIDR(r, n)
+		}
+	}
+	f := pl.fabric
+	f.Hosts = append(f.Hosts, node)
+	for _, fam := range pl.fams {
+		_, _, backends := fam.lbFields(f)
+		*backends = append(*backends, *fam.hostAddr(&node))
+	}
+	for q := 1; q <= pl.spec.PodsPerNode; q++ {
+		pl.pod(node, r, n, q)
+	}
+}
+
+// pod plans pod q of node n: a namespace behind the node over a veth,
+// routed as a CNI such as Calico does it. The pod's gateway is its
+// node's own address, reached on-link over the pod's veth, as Calico does
+// with 169.254.1.1; the node routes the pod's address to the veth.
+func (pl *planner) pod(node Host, r, n, q int) {
+	pod := Host{
+		Name: podName(r, n, q), Namespace: pl.nsOf(podName(r, n, q)),
+		Rack: node.Rack, Zone: node.Zone, Node: node.Name, Class: ClassPod,
+	}
+	podIf := fmt.Sprintf("p%d", q)
+	eth, veth := linkEnd{ns: pod.Namespace, dev: hostIf}, linkEnd{ns: node.Namespace, dev: podIf}
+	for _, fam := range pl.fams {
+		*fam.hostAddr(&pod) = fam.pod(r, n, q)
+		eth.addrs = append(eth.addrs, fam.host(fam.pod(r, n, q)))
+		if fam.gatewayOnPodVeth {
+			veth.addrs = append(veth.addrs, fam.host(*fam.hostAddr(&node)))
+		}
+	}
+	pl.fabric.Hosts = append(pl.fabric.Hosts, pod)
+	pl.addNS(pod.Name, ClassPod)
+	pl.links = append(pl.links, linkPlan{a: eth, b: veth})
+	for _, fam := range pl.fams {
+		gw := *fam.hostAddr(&node)
+		pl.route(node.Name, fam.host(*fam.hostAddr(&pod)), nexthop{dev: podIf})
+		pl.route(pod.Name, fam.host(gw), nexthop{dev: hostIf})
+		pl.route(pod.Name, fam.lab, nexthop{hostIf, gw})
+	}
+}
+
+// lbLeaf plans the LB's routes up and its addresses on lo: the VIP and
+// the source address it SNATs to.
+func (pl *planner) lbLeaf() {
+	f, lb := pl.fabric, pl.lb
+	if lb == nil {
+		f.Backends, f.Backends6 = nil, nil
+		return
+	}
+	pl.uplinks(lb.Name,
+		func(fam *family, s int) netip.Addr { sa, _ := fam.lbLink(s); return sa.Addr() },
+		func(fam *family) []netip.Prefix { return append(pl.racksBut(fam, 0), pl.leafNets(fam, KindLB)...) })
+	vip, src := Interface{Name: "lo"}, Interface{Name: "lo"}
+	for _, fam := range pl.fams {
+		*fam.ifAddr(&vip), *fam.ifAddr(&src) = fam.host(fam.vip), fam.host(fam.lbSrc)
+		fvip, fsrc, backends := fam.lbFields(f)
+		*fvip, *fsrc = fam.vip, fam.lbSrc
 		if f.ControlPlane != nil {
-			route(tor.Name, cpNet, up...)
+			*backends = []netip.Addr{fam.cp}
 		}
-		p.addrs = append(p.addrs, addrPlan{tor.Namespace, bridgeName, rackGateway(r)})
-		tor.Interfaces = append(tor.Interfaces, Interface{Name: bridgeName, Addr: rackGateway(r)})
+	}
+	for _, ifc := range []Interface{vip, src} {
+		pl.addr(lb.Namespace, "lo", func(fam *family) netip.Prefix { return *fam.ifAddr(&ifc) })
+		lb.Interfaces = append(lb.Interfaces, ifc)
+	}
+}
 
-		for n := 1; n <= spec.NodesPerRack; n++ {
-			node := Host{
-				Name: nodeName(r, n), Namespace: ns(nodeName(r, n)), Addr: nodeAddr(r, n).Addr(),
-				Rack: rackName(r), Zone: zoneName(spec.zoneOf(r)), Node: nodeName(r, n), Class: ClassNode,
-			}
-			f.Hosts = append(f.Hosts, node)
-			f.Backends = append(f.Backends, node.Addr)
-			addNS(node.Name, ClassNode)
-			p.links = append(p.links, linkPlan{
-				a: linkEnd{ns: node.Namespace, dev: hostIf, addr: nodeAddr(r, n)},
-				b: linkEnd{ns: tor.Namespace, dev: node.Name, master: bridgeName},
-			})
-			route(node.Name, LabRange, nexthop{hostIf, rackGateway(r).Addr()})
-			if spec.PodsPerNode > 0 || spec.PodCIDRs {
-				route(tor.Name, podCIDR(r, n), nexthop{bridgeName, node.Addr})
-				f.Hosts[len(f.Hosts)-1].PodCIDR = podCIDR(r, n)
-			}
-			// A pod's gateway is its node's own address, reached on-link
-			// over the pod's veth, as Calico does with 169.254.1.1: the
-			// node's pod-facing veths need no addresses of their own.
-			for q := 1; q <= spec.PodsPerNode; q++ {
-				pod := Host{
-					Name: podName(r, n, q), Namespace: ns(podName(r, n, q)), Addr: podAddr(r, n, q),
-					Rack: node.Rack, Zone: node.Zone, Node: node.Name, Class: ClassPod,
-				}
-				f.Hosts = append(f.Hosts, pod)
-				addNS(pod.Name, ClassPod)
-				podIf := fmt.Sprintf("p%d", q)
-				p.links = append(p.links, linkPlan{
-					a: linkEnd{ns: pod.Namespace, dev: hostIf, addr: netip.PrefixFrom(pod.Addr, 32)},
-					b: linkEnd{ns: node.Namespace, dev: podIf},
-				})
-				route(node.Name, netip.PrefixFrom(pod.Addr, 32), nexthop{dev: podIf})
-				route(pod.Name, netip.PrefixFrom(node.Addr, 32), nexthop{dev: hostIf})
-				route(pod.Name, LabRange, nexthop{hostIf, node.Addr})
-			}
-		}
+// controlPlaneLeaf plans the control plane's routes up and its address
+// on lo.
+func (pl *planner) controlPlaneLeaf() {
+	cp := pl.fabric.ControlPlane
+	if cp == nil {
+		return
 	}
-
-	if lb != nil {
-		var others []netip.Prefix
-		if f.ControlPlane != nil {
-			others = append(others, cpNet)
-		}
-		leafUp(lb.Name, lbLink, others...)
-		for _, a := range []netip.Addr{vipAddr, lbSrcAddr} {
-			pfx := netip.PrefixFrom(a, 32)
-			p.addrs = append(p.addrs, addrPlan{lb.Namespace, "lo", pfx})
-			lb.Interfaces = append(lb.Interfaces, Interface{Name: "lo", Addr: pfx})
-		}
-		f.VIP, f.LBSource = vipAddr, lbSrcAddr
-		if f.ControlPlane != nil {
-			f.Backends = []netip.Addr{cpAddr}
-		}
-	} else {
-		f.Backends = nil
-	}
-	if cp := f.ControlPlane; cp != nil {
-		var others []netip.Prefix
-		if lb != nil {
-			others = append(others, lbNet)
-		}
-		leafUp(cp.Name, cpLink, others...)
-		p.addrs = append(p.addrs, addrPlan{cp.Namespace, "lo", netip.PrefixFrom(cp.Addr, 32)})
-	}
-
-	for _, sp := range spines {
-		f.Routers = append(f.Routers, *sp)
-	}
-	for _, t := range tors {
-		f.Routers = append(f.Routers, *t)
-	}
-	if lb != nil {
-		f.Routers = append(f.Routers, *lb)
-	}
-	return p
+	pl.uplinks(cp.Name,
+		func(fam *family, s int) netip.Addr { sa, _ := fam.cpLink(s); return sa.Addr() },
+		func(fam *family) []netip.Prefix {
+			return append(pl.racksBut(fam, 0), pl.leafNets(fam, ControlPlaneName)...)
+		})
+	pl.addr(cp.Namespace, "lo", func(fam *family) netip.Prefix { return fam.host(fam.cp) })
 }

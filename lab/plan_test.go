@@ -1,7 +1,9 @@
 package lab
 
 import (
+	"encoding/json"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -61,8 +63,8 @@ func TestPlanAddressesAndNames(t *testing.T) {
 			if len(e.dev) > 15 {
 				t.Errorf("interface %q in %s longer than IFNAMSIZ-1", e.dev, e.ns)
 			}
-			if e.addr.IsValid() {
-				own(e.addr.Addr(), e.ns+"/"+e.dev)
+			for _, a := range e.addrs {
+				own(a.Addr(), e.ns+"/"+e.dev)
 			}
 		}
 	}
@@ -119,6 +121,9 @@ func TestFaultCheck(t *testing.T) {
 	f := newPlan(DefaultSpec()).fabric
 	noLB := DefaultSpec()
 	noLB.LB = false
+	dualSpec := DefaultSpec()
+	dualSpec.IPv6 = true
+	dual := newPlan(dualSpec).fabric
 	for _, tc := range []struct {
 		name string
 		f    *Fabric
@@ -140,6 +145,10 @@ func TestFaultCheck(t *testing.T) {
 		{"unknown zone", f, Fault{Kind: FaultPartition, Zone: "z7"}, `zone: unknown zone "z7" (z1..z3)`},
 		{"stray field", f, Fault{Kind: FaultBlackhole, Device: "spine1", Mod: 4, Permille: 3}, "permille: not used by blackhole"},
 		{"no lb", newPlan(noLB).fabric, Fault{Kind: FaultLBForget}, "this lab has no LB"},
+		{"ipv4 only", f, Fault{Kind: FaultDeviceLoss, Device: "spine2", Permille: 100, Family: FamilyIPv4}, ""},
+		{"ipv6 without it", f, Fault{Kind: FaultDeviceLoss, Device: "spine2", Permille: 100, Family: FamilyIPv6}, "family: ipv6: this lab has no IPv6"},
+		{"ipv6", dual, Fault{Kind: FaultDeviceLoss, Device: "spine2", Permille: 100, Family: FamilyIPv6}, ""},
+		{"unknown family", dual, Fault{Kind: FaultPartition, Rack: "r1", Family: "inet6"}, `family: "inet6" not one of ipv4, ipv6`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.f.Check(tc.ft)
@@ -150,6 +159,14 @@ func TestFaultCheck(t *testing.T) {
 				t.Errorf("Check(%v) = %v, want error containing %q", tc.ft, err, tc.want)
 			}
 		})
+	}
+}
+
+func TestFaultString(t *testing.T) {
+	t.Parallel()
+	ft := Fault{Kind: FaultDeviceLoss, Device: "spine2", Permille: 100, Family: FamilyIPv6}
+	if got, want := ft.String(), "device-loss device=spine2 permille=100 family=ipv6"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
 
@@ -193,5 +210,143 @@ func TestClusterPlan(t *testing.T) {
 	}
 	if _, ok := f.Hops()[f.ControlPlane.Addr.String()]; ok {
 		t.Errorf("Hops() names the control plane; it is a host, not a hop")
+	}
+}
+
+// TestPlanIPv6: with IPv6 every host, pod and router interface also has
+// an address from 2001:2::/48, each used once, and the IPv4 plan beside
+// it is the one a fabric without IPv6 has.
+func TestPlanIPv6(t *testing.T) {
+	t.Parallel()
+	spec := Spec{Prefix: "abcdefghijkl", Spines: 8, Racks: 9, NodesPerRack: 9, PodsPerNode: 9, LB: true, ControlPlane: true, IPv6: true}
+	spec.SetDefaults()
+	p := newPlan(spec)
+	seen := map[netip.Addr]string{} // address -> namespace
+	own := func(a netip.Addr, ns, who string) {
+		if a.Is6() && !LabRange6.Contains(a) {
+			t.Errorf("%s: %v outside %v", who, a, LabRange6)
+		}
+		// A node holds its address on eth0 and on each pod veth.
+		if other, dup := seen[a]; dup && other != ns {
+			t.Errorf("%v assigned in %s and %s", a, other, who)
+		}
+		seen[a] = ns
+	}
+	for _, l := range p.links {
+		for _, e := range []linkEnd{l.a, l.b} {
+			for _, a := range e.addrs {
+				own(a.Addr(), e.ns, e.ns+"/"+e.dev)
+			}
+		}
+	}
+	for _, a := range p.addrs {
+		own(a.addr.Addr(), a.ns, a.ns+"/"+a.dev)
+	}
+	f := p.fabric
+	for _, h := range append(f.Hosts, *f.ControlPlane) {
+		if !LabRange6.Contains(h.Addr6) || seen[h.Addr6] != h.Namespace {
+			t.Errorf("host %s: Addr6 %v not assigned in its namespace", h.Name, h.Addr6)
+		}
+		if h.Class == ClassNode && (!PodRange6.Contains(h.PodCIDR6.Addr()) || h.PodCIDR6.Bits() != 124) {
+			t.Errorf("node %s: PodCIDR6 %v not a /124 in %v", h.Name, h.PodCIDR6, PodRange6)
+		}
+	}
+	for _, r := range p.routes {
+		for _, nh := range r.via {
+			if nh.gw.IsValid() && nh.gw.Is6() != r.dst.Addr().Is6() {
+				t.Errorf("route in %s to %v via %v: families differ", r.ns, r.dst, nh.gw)
+			}
+		}
+		if !LabRange.Contains(r.dst.Addr()) && !LabRange6.Contains(r.dst.Addr()) {
+			t.Errorf("route in %s to %v outside the lab ranges", r.ns, r.dst)
+		}
+	}
+	for _, n := range []netip.Prefix{rackNodeNet6(9), lbNet6, cpNet6, spineLinkNet6(1), spineLinkNet6(8)} {
+		if n.Overlaps(PodRange6) {
+			t.Errorf("%v overlaps the pod range %v", n, PodRange6)
+		}
+	}
+}
+
+// TestPlanIPv6Numbers: an IPv6 address reads as its IPv4 twin does.
+func TestPlanIPv6Numbers(t *testing.T) {
+	t.Parallel()
+	spec := DefaultSpec()
+	spec.ControlPlane, spec.IPv6 = true, true
+	spec.SetDefaults()
+	f := newPlan(spec).fabric
+	for _, tc := range []struct{ host, addr6, podCIDR6 string }{
+		{"n21", "2001:2:0:2::11", "2001:2:0:102::10/124"},
+		{"n33", "2001:2:0:3::13", "2001:2:0:103::30/124"},
+		{"n21p1", "2001:2:0:102::11", ""},
+	} {
+		h, _ := f.Host(tc.host)
+		if h.Addr6.String() != tc.addr6 || (tc.podCIDR6 != "" && h.PodCIDR6.String() != tc.podCIDR6) {
+			t.Errorf("%s: addr6 %v pod CIDR6 %v, want %s %s", tc.host, h.Addr6, h.PodCIDR6, tc.addr6, tc.podCIDR6)
+		}
+	}
+	hops := f.Hops()
+	for addr, want := range map[string]string{
+		"2001:2:0:1201::": "spine2", "2001:2:0:1201::1": "tor1", "2001:2:0:1303::1": "tor3",
+		"2001:2:0:13fe::": "spine3", "2001:2:0:13fe::1": "lb", "2001:2:0:3::1": "tor3",
+		"2001:2:0:250::10": "lb", "2001:2:0:250::11": "lb",
+		"198.18.2.0": "spine2", "198.19.250.10": "lb",
+	} {
+		if hops[addr] != want {
+			t.Errorf("Hops()[%s] = %q, want %q", addr, hops[addr], want)
+		}
+	}
+	if got := f.ControlPlane.Addr6.String(); got != "2001:2:0:251::10" {
+		t.Errorf("control plane addr6 %s, want 2001:2:0:251::10", got)
+	}
+	if len(f.Backends6) != 1 || f.Backends6[0] != f.ControlPlane.Addr6 || f.VIP6.String() != "2001:2:0:250::10" {
+		t.Errorf("VIP6 %v backends6 %v, want 2001:2:0:250::10 in front of the control plane", f.VIP6, f.Backends6)
+	}
+}
+
+// TestPlanIPv6Additive: IPv6 adds to the IPv4 plan and changes nothing
+// of it (TestPlanGolden pins the IPv4 plan itself).
+func TestPlanIPv6Additive(t *testing.T) {
+	t.Parallel()
+	spec := DefaultSpec()
+	v4 := newPlan(spec)
+	spec.IPv6 = true
+	dual := newPlan(spec)
+
+	stripped := *dual.fabric
+	stripped.Spec.IPv6, stripped.VIP6, stripped.LBSource6, stripped.Backends6 = false, netip.Addr{}, netip.Addr{}, nil
+	stripped.Hosts = nil
+	for _, h := range dual.fabric.Hosts {
+		h.Addr6, h.PodCIDR6 = netip.Addr{}, netip.Prefix{}
+		stripped.Hosts = append(stripped.Hosts, h)
+	}
+	stripped.Routers = nil
+	for _, r := range dual.fabric.Routers {
+		ifs := r.Interfaces
+		r.Interfaces = nil
+		for _, i := range ifs {
+			i.Addr6 = netip.Prefix{}
+			r.Interfaces = append(r.Interfaces, i)
+		}
+		stripped.Routers = append(stripped.Routers, r)
+	}
+	got, _ := json.Marshal(&stripped)
+	want, _ := json.Marshal(v4.fabric)
+	if string(got) != string(want) {
+		t.Errorf("the dual-stack inventory without its IPv6 fields differs from the IPv4 one:\n%s\n%s", got, want)
+	}
+	var routes4 []routePlan
+	for _, r := range dual.routes {
+		if r.dst.Addr().Is4() {
+			routes4 = append(routes4, r)
+		}
+	}
+	if !slices.EqualFunc(routes4, v4.routes, func(a, b routePlan) bool {
+		return a.ns == b.ns && a.dst == b.dst && slices.Equal(a.via, b.via)
+	}) {
+		t.Errorf("the dual-stack plan's IPv4 routes differ from the IPv4 plan's")
+	}
+	if len(dual.ns) != len(v4.ns) || len(dual.links) != len(v4.links) {
+		t.Errorf("IPv6 changed the devices: %d namespaces, %d links; want %d, %d", len(dual.ns), len(dual.links), len(v4.ns), len(v4.links))
 	}
 }

@@ -36,6 +36,10 @@ type Spec struct {
 	// PodCIDRs routes every node's pod CIDR to it even without lab pods
 	// (PodsPerNode -1), for the pods a CNI plugin creates on a real node.
 	PodCIDRs bool `json:"pod_cidrs,omitempty"`
+	// IPv6 numbers every device also from LabRange6 (2001:2::/48), in a
+	// plan parallel to the IPv4 one (doc.go): a dual-stack fabric, IPv6
+	// ECMP, an IPv6 VIP, faults that drop either family or both.
+	IPv6 bool `json:"ipv6,omitempty"`
 }
 
 // Default sizes, also the CLI's flag defaults.

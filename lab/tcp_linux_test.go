@@ -1,6 +1,7 @@
 package lab_test
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/netip"
@@ -21,9 +22,15 @@ type echoServer struct {
 
 func listen(t *testing.T, ns string, addr netip.AddrPort) *echoServer {
 	t.Helper()
+	return listenWith(t, ns, net.ListenConfig{}, addr)
+}
+
+// listenWith listens with lc, whose Control can set socket options.
+func listenWith(t *testing.T, ns string, lc net.ListenConfig, addr netip.AddrPort) *echoServer {
+	t.Helper()
 	s := &echoServer{}
 	if err := lab.Do(ns, func() (err error) {
-		s.ln, err = net.Listen("tcp4", addr.String())
+		s.ln, err = lc.Listen(context.Background(), tcpNet(addr.Addr()), addr.String())
 		return err
 	}); err != nil {
 		t.Fatalf("listen %v in %s: %v", addr, ns, err)
@@ -53,12 +60,28 @@ func (s *echoServer) Peers() []netip.Addr {
 	return append([]netip.Addr(nil), s.peers...)
 }
 
+// tcpNet is "tcp4" or "tcp6" for a's family: never both, so an address
+// of one family is never dialled as the other.
+func tcpNet(a netip.Addr) string {
+	if a.Is6() {
+		return "tcp6"
+	}
+	return "tcp4"
+}
+
 // dial connects from namespace ns, from local (port 0: any) to remote.
 func dial(ns string, local netip.AddrPort, remote netip.AddrPort, timeout time.Duration) (*net.TCPConn, error) {
+	return dialWith(ns, net.Dialer{Timeout: timeout}, local, remote)
+}
+
+// dialWith dials with d, whose Control can set socket options.
+func dialWith(ns string, d net.Dialer, local netip.AddrPort, remote netip.AddrPort) (*net.TCPConn, error) {
+	if local.IsValid() {
+		d.LocalAddr = net.TCPAddrFromAddrPort(local)
+	}
 	var c net.Conn
 	err := lab.Do(ns, func() (err error) {
-		d := net.Dialer{Timeout: timeout, LocalAddr: net.TCPAddrFromAddrPort(local)}
-		c, err = d.Dial("tcp4", remote.String())
+		c, err = d.Dial(tcpNet(remote.Addr()), remote.String())
 		return err
 	})
 	if err != nil {

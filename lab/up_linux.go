@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Up builds the fabric spec describes (after SetDefaults and Validate),
@@ -74,7 +74,7 @@ func (b *builder) build(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := createNS(n.name, sysctlsFor(n.kind, i)); err != nil {
+		if err := createNS(n.name, sysctlsFor(n.kind, i, b.plan.fabric.Spec.IPv6)); err != nil {
 			return err
 		}
 		fd, err := netns.GetFromName(n.name)
@@ -91,12 +91,9 @@ func (b *builder) build(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, a := range b.plan.addrs {
-		if a.dev == "lo" {
-			continue
-		}
-		if err := b.handles[a.ns].LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: a.dev}}); err != nil {
-			return fmt.Errorf("netns %s: bridge %s: %w", a.ns, a.dev, err)
+	for _, br := range b.plan.bridges {
+		if err := b.handles[br.ns].LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: br.dev}}); err != nil {
+			return fmt.Errorf("netns %s: bridge %s: %w", br.ns, br.dev, err)
 		}
 	}
 	for _, a := range b.plan.addrs {
@@ -164,55 +161,6 @@ func (b *builder) waitOperUp(ctx context.Context, limit time.Duration) error {
 	}
 }
 
-// sysctlsFor returns what a namespace of kind needs. i makes each router's
-// ECMP hash seed distinct but the same on every run, so a 5-tuple takes
-// the same spine today and tomorrow.
-func sysctlsFor(kind string, i int) []sysctl {
-	s := []sysctl{
-		// IPv4 conf is inherited from the host's namespace; a strict
-		// rp_filter there would drop ECMP's asymmetric return paths here.
-		{key: "net.ipv4.conf.all.rp_filter", value: "0"},
-		{key: "net.ipv4.conf.default.rp_filter", value: "0"},
-		// Quiet links: no IPv6 router solicitations or MLD in counters.
-		{key: "net.ipv6.conf.all.disable_ipv6", value: "1", optional: true},
-		{key: "net.ipv6.conf.default.disable_ipv6", value: "1", optional: true},
-	}
-	forward := []sysctl{
-		{key: "net.ipv4.ip_forward", value: "1"},
-		// A ToR routes a pod CIDR back out of the bridge it came in on:
-		// it must not tell nodes to go direct.
-		{key: "net.ipv4.conf.all.send_redirects", value: "0"},
-		{key: "net.ipv4.conf.default.send_redirects", value: "0"},
-	}
-	switch kind {
-	case KindSpine, KindToR, KindLB:
-		s = append(s, forward...)
-		// Policy 3 hashes the fields below (saddr, daddr, proto, sport,
-		// dport), read from the packet. Policy 1 would be the same L4
-		// hash, except that it takes the skb's hash when the sender's
-		// socket set one, and that survives the veth into this namespace:
-		// a TCP connection's spine would then follow the sending socket's
-		// random txhash, differ between two connections with the same
-		// 5-tuple, and move to another spine when TCP rehashes after a
-		// timeout. A switch sees only headers; so do these routers.
-		s = append(s,
-			sysctl{key: "net.ipv4.fib_multipath_hash_policy", value: "3"},
-			sysctl{key: "net.ipv4.fib_multipath_hash_fields", value: "0x0037"},
-			// Answer a traceroute from the interface the probe came in on,
-			// as routers do, not from the one the ECMP route back picks:
-			// the hop address then names the link the probe took.
-			sysctl{key: "net.ipv4.icmp_errors_use_inbound_ifaddr", value: "1"},
-			sysctl{key: "net.ipv4.fib_multipath_hash_seed", value: strconv.Itoa(0x5eed + i), optional: true},
-		)
-	case ClassNode:
-		s = append(s, forward...)
-		s = append(s, sysctl{key: "net.ipv4.ping_group_range", value: "0 2147483647"})
-	case ClassPod, ClassControlPlane:
-		s = append(s, sysctl{key: "net.ipv4.ping_group_range", value: "0 2147483647"})
-	}
-	return s
-}
-
 func (b *builder) byName(ns, dev string) (netlink.Link, error) {
 	l, err := b.handles[ns].LinkByName(dev)
 	if err != nil {
@@ -237,10 +185,24 @@ func (b *builder) addr(ns, dev string, p netip.Prefix) error {
 	if err != nil {
 		return err
 	}
-	if err := b.handles[ns].AddrAdd(l, &netlink.Addr{IPNet: ipNet(p)}); err != nil {
+	if err := b.handles[ns].AddrAdd(l, &netlink.Addr{IPNet: ipNet(p), Flags: addrFlags(p)}); err != nil {
 		return fmt.Errorf("netns %s: %s addr %s: %w", ns, dev, p, err)
 	}
 	return nil
+}
+
+// addrFlags: an IPv6 address is usable at once, without the second of
+// duplicate address detection (the plan numbers every address once); a
+// single-address one gets no prefix route, as an IPv4 /32 gets none.
+func addrFlags(p netip.Prefix) int {
+	if p.Addr().Is4() {
+		return 0
+	}
+	flags := unix.IFA_F_NODAD
+	if p.IsSingleIP() {
+		flags |= unix.IFA_F_NOPREFIXROUTE
+	}
+	return flags
 }
 
 func (b *builder) link(l linkPlan) error {
@@ -266,8 +228,8 @@ func (b *builder) link(l linkPlan) error {
 				return fmt.Errorf("netns %s: %s master %s: %w", e.ns, e.dev, e.master, err)
 			}
 		}
-		if e.addr.IsValid() {
-			if err := b.addr(e.ns, e.dev, e.addr); err != nil {
+		for _, a := range e.addrs {
+			if err := b.addr(e.ns, e.dev, a); err != nil {
 				return err
 			}
 		}
@@ -288,8 +250,8 @@ func (b *builder) route(r routePlan) error {
 		rt.LinkIndex = l.Attrs().Index
 		if r.via[0].gw.IsValid() {
 			rt.Gw = net.IP(r.via[0].gw.AsSlice())
-		} else {
-			rt.Scope = netlink.SCOPE_LINK
+		} else if r.dst.Addr().Is4() {
+			rt.Scope = netlink.SCOPE_LINK // IPv6 routes have no scope
 		}
 	} else {
 		for _, nh := range r.via {

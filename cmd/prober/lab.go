@@ -82,7 +82,7 @@ func noArgs(fs *flag.FlagSet, name string, stderr io.Writer) bool {
 }
 
 func runLabUp(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) int {
-	fs := newFlagSet("lab up", "[--spines N] [--racks N] [--nodes N] [--pods N] [--zones N] [--lb=false] [--lb-ports P,P] [--prefix P]", stderr)
+	fs := newFlagSet("lab up", "[--spines N] [--racks N] [--nodes N] [--pods N] [--zones N] [--lb=false] [--lb-ports P,P] [--ipv6] [--prefix P]", stderr)
 	prefix := prefixFlag(fs)
 	spines := fs.Int("spines", lab.DefaultSpines, "spine routers (1..8)")
 	racks := fs.Int("racks", lab.DefaultRacks, "racks, one ToR each (1..9)")
@@ -91,6 +91,7 @@ func runLabUp(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	zones := fs.Int("zones", 0, "zones the racks are grouped into (default: one per rack, at most 3)")
 	withLB := fs.Bool("lb", true, "add a load balancer with a VIP in front of every node")
 	lbPorts := fs.String("lb-ports", "", "TCP ports the VIP balances, comma-separated (default: every port)")
+	ipv6 := fs.Bool("ipv6", false, "dual stack: also number every device from 2001:2::/48, with an IPv6 VIP")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
@@ -103,7 +104,7 @@ func runLabUp(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 		return exitUsage
 	}
 	spec := lab.Spec{Prefix: *prefix, Spines: *spines, Racks: *racks, NodesPerRack: *nodes,
-		PodsPerNode: *pods, Zones: *zones, LB: *withLB, LBPorts: ports}
+		PodsPerNode: *pods, Zones: *zones, LB: *withLB, LBPorts: ports, IPv6: *ipv6}
 	if *pods == 0 {
 		spec.PodsPerNode = -1 // Spec's zero means "default"; the flag's 0 means none
 	}
@@ -145,7 +146,7 @@ func runLabDown(args []string, stdout, stderr io.Writer) int {
 }
 
 func runLabFault(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) int {
-	fs := newFlagSet("lab fault", "[--prefix P] KIND [flags]\n\nkinds:\n"+
+	fs := newFlagSet("lab fault", "[--prefix P] KIND [flags] [--family ipv4|ipv6]\n\nkinds:\n"+
 		"  device-loss --device spine2 --permille 50\n"+
 		"  link-loss   --from tor1 --to spine2 --permille 20 [--both]\n"+
 		"  blackhole   --device spine1 --mod 4\n"+
@@ -165,6 +166,7 @@ func runLabFault(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	fs.StringVar(&ft.Zone, "zone", "", "zone to cut off, such as z1 (partition)")
 	fs.IntVar(&ft.Permille, "permille", 0, "packets dropped per thousand, 1..1000 (loss kinds)")
 	fs.IntVar(&ft.Mod, "mod", 0, "black-hole the flows whose 5-tuple hash is 0 mod this (blackhole)")
+	fs.StringVar(&ft.Family, "family", "", "break only this IP family, ipv4 or ipv6 (any kind; default both)")
 	// The kind may come first (`fault device-loss --device spine2`) or
 	// after the lab's flags (`fault --prefix x device-loss ...`).
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -241,12 +243,23 @@ func printInventory(w io.Writer, f *lab.Fabric) {
 	if f.VIP.IsValid() {
 		fmt.Fprintf(w, ", LB VIP %s (SNAT %s)", f.VIP, f.LBSource)
 	}
+	if f.VIP6.IsValid() {
+		fmt.Fprintf(w, ", IPv6 VIP %s (SNAT %s)", f.VIP6, f.LBSource6)
+	}
 	fmt.Fprintf(w, "\nenter a namespace: ip netns exec %s-n11 sh    remove: prober lab down --prefix %s\n\n", s.Prefix, s.Prefix)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOST\tCLASS\tADDRESS\tRACK\tZONE\tNODE\tNAMESPACE")
+	// row leaves the ADDRESS6 column out of a fabric without IPv6.
+	row := func(name, class, addr, addr6, rack, zone, node, ns string) {
+		cols := []string{name, class, addr, addr6, rack, zone, node, ns}
+		if !s.IPv6 {
+			cols = slices.Delete(cols, 3, 4)
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	}
+	row("HOST", "CLASS", "ADDRESS", "ADDRESS6", "RACK", "ZONE", "NODE", "NAMESPACE")
 	for _, h := range f.Hosts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Class, h.Addr, h.Rack, h.Zone, h.Node, h.Namespace)
+		row(h.Name, h.Class, h.Addr.String(), h.Addr6.String(), h.Rack, h.Zone, h.Node, h.Namespace)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -255,7 +268,11 @@ func printInventory(w io.Writer, f *lab.Fabric) {
 	for _, r := range f.Routers {
 		var ifs []string
 		for _, i := range r.Interfaces {
-			ifs = append(ifs, i.Name+"="+i.Addr.String())
+			if i.Addr6.IsValid() {
+				ifs = append(ifs, i.Name+"="+i.Addr.String()+","+i.Addr6.String())
+			} else {
+				ifs = append(ifs, i.Name+"="+i.Addr.String())
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Kind, r.Namespace, strings.Join(ifs, " "))
 	}

@@ -17,8 +17,9 @@ var chainSeq atomic.Uint32
 // SourcePortCounters installs, in namespace ns (a router's, typically), a
 // forward chain with one counting rule per TCP source port, and returns a
 // function that reads how many segments with each port the router
-// forwarded: which spine a flow took, measured rather than assumed. The
-// table (inet labtest) goes with the namespace.
+// forwarded: which spine a flow took, measured rather than assumed. It
+// counts IPv4 and IPv6 alike: give each family ports of its own to tell
+// them apart. The table (inet labtest) goes with the namespace.
 func SourcePortCounters(t testing.TB, ns string, sports []uint16) func() map[uint16]uint64 {
 	t.Helper()
 	fd, err := netns.GetFromName(ns)
