@@ -93,6 +93,35 @@ func TestHTTP2PingTLS(t *testing.T) {
 	}
 }
 
+// TestHTTP2PingIPv6: an IPv6 target is dialled as [addr]:port, and over
+// TLS its certificate is checked for the address.
+func TestHTTP2PingIPv6(t *testing.T) {
+	t.Parallel()
+	if ln, err := net.Listen("tcp6", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		ln.Close()
+	}
+	certFile, keyFile := writeCert(t, "::1")
+	h2c, _ := startResponderOn(t, "[::1]:0", ResponderConfig{}, defaultResponderLimits)
+	tlsAddr, _ := startResponderOn(t, "[::1]:0", ResponderConfig{TLS: &ResponderTLS{CertFile: certFile, KeyFile: keyFile}}, defaultResponderLimits)
+	for _, tc := range []struct {
+		name string
+		addr netip.AddrPort
+		cfg  HTTP2Config
+	}{{"h2c", h2c, HTTP2Config{}}, {"tls", tlsAddr, HTTP2Config{TLS: true, CAFile: certFile}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !tc.addr.Addr().Is6() {
+				t.Fatalf("responder on %s, want ::1", tc.addr)
+			}
+			p := newPinger(t, tc.addr, tc.cfg)
+			ping(t, p, OK, "")
+			ping(t, p, OK, "")
+			wantResets(t, p, nil)
+		})
+	}
+}
+
 // closedPort returns a loopback port nothing listens on: a SYN to it
 // gets an RST.
 func closedPort(t *testing.T) netip.AddrPort {

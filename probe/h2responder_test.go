@@ -20,6 +20,12 @@ import (
 // startResponder serves a responder on 127.0.0.1 until the test ends.
 func startResponder(t testing.TB, cfg ResponderConfig, lim responderLimits) (netip.AddrPort, *http.Server) {
 	t.Helper()
+	return startResponderOn(t, "127.0.0.1:0", cfg, lim)
+}
+
+// startResponderOn serves a responder on listen until the test ends.
+func startResponderOn(t testing.TB, listen string, cfg ResponderConfig, lim responderLimits) (netip.AddrPort, *http.Server) {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, r.Proto)
@@ -28,7 +34,7 @@ func startResponder(t testing.TB, cfg ResponderConfig, lim responderLimits) (net
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		t.Fatal(err)
 	}

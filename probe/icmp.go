@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv6"
 )
 
 // ICMP sends echo requests over one socket and matches replies by
@@ -25,8 +26,14 @@ import (
 // host: the identifier is random per process (as blackbox_exporter does,
 // so restarted or parallel agents don't collide) and payloads carry a magic
 // marker.
+//
+// An engine is ICMP or ICMPv6 by its source address. The same sysctl
+// governs both families' datagram sockets; a raw ICMPv6 socket is also
+// handed neighbour discovery and every other ICMPv6 message, so it is
+// given an ICMP6_FILTER (RFC 3542 §3.2) that passes only echo replies.
 type ICMP struct {
 	src        netip.Addr
+	ipv6       bool
 	conn       *icmp.PacketConn
 	privileged bool
 	id         uint16
@@ -45,16 +52,20 @@ type icmpWait struct {
 	ch       chan time.Time
 }
 
-// NewICMP opens the echo socket on src.
+// NewICMP opens the echo socket on src, an IPv4 or IPv6 address.
 func NewICMP(src netip.Addr, logger *slog.Logger) (*ICMP, error) {
-	if !src.Is4() {
-		return nil, fmt.Errorf("icmp: source %s is not an IPv4 address", src)
+	if !familyOK(src) {
+		return nil, fmt.Errorf("icmp: source %s is not an IPv4 or IPv6 address (without zone)", src)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	e := &ICMP{src: src, log: logger, pending: map[uint16]*icmpWait{}, seq: uint16(rand.Uint32())}
-	conn, err := icmp.ListenPacket("udp4", src.String())
+	e := &ICMP{src: src, ipv6: !src.Is4(), log: logger, pending: map[uint16]*icmpWait{}, seq: uint16(rand.Uint32())}
+	dgram, raw := "udp4", "ip4:icmp"
+	if e.ipv6 {
+		dgram, raw = "udp6", "ip6:ipv6-icmp"
+	}
+	conn, err := icmp.ListenPacket(dgram, src.String())
 	if err == nil {
 		e.conn = conn
 		e.id = uint16(conn.LocalAddr().(*net.UDPAddr).Port)
@@ -63,9 +74,18 @@ func NewICMP(src netip.Addr, logger *slog.Logger) (*ICMP, error) {
 	if !errors.Is(err, syscall.EACCES) && !errors.Is(err, syscall.EPERM) && !errors.Is(err, syscall.EPROTONOSUPPORT) {
 		return nil, fmt.Errorf("icmp listen %s: %w", src, err)
 	}
-	conn, rerr := icmp.ListenPacket("ip4:icmp", src.String())
+	conn, rerr := icmp.ListenPacket(raw, src.String())
 	if rerr != nil {
 		return nil, fmt.Errorf("icmp probe needs CAP_NET_RAW or its group in net.ipv4.ping_group_range (datagram socket: %v): %w", err, privilegeError("icmp", rerr))
+	}
+	if e.ipv6 {
+		var f ipv6.ICMPFilter
+		f.SetAll(true)
+		f.Accept(ipv6.ICMPTypeEchoReply)
+		if ferr := conn.IPv6PacketConn().SetICMPFilter(&f); ferr != nil {
+			conn.Close()
+			return nil, fmt.Errorf("icmp filter on %s: %w", src, ferr)
+		}
 	}
 	e.conn, e.privileged, e.id = conn, true, uint16(rand.Uint32())
 	return e, nil
@@ -76,6 +96,9 @@ func (e *ICMP) Privileged() bool { return e.privileged }
 
 // Probe sends one echo request to t and waits up to timeout for the reply.
 func (e *ICMP) Probe(ctx context.Context, t Target, timeout time.Duration) Result {
+	if !sameFamily(e.src, t.Addr) {
+		return Result{Outcome: LocalError, Reason: "config", Err: fmt.Errorf("icmp: target %s is not an %s address like the source %s", t.Addr, familyName(e.src), e.src)}
+	}
 	w := &icmpWait{dst: t.Addr, ch: make(chan time.Time, 1)}
 	e.mu.Lock()
 	e.seq++
@@ -94,7 +117,7 @@ func (e *ICMP) Probe(ctx context.Context, t Target, timeout time.Duration) Resul
 	}()
 
 	var buf [icmpHeaderLen + icmpPayloadLen]byte
-	msg := encodeEcho(buf[:], e.id, seq)
+	msg := encodeEcho(buf[:], e.ipv6, e.id, seq)
 	var dst net.Addr = &net.UDPAddr{IP: t.Addr.AsSlice()}
 	if e.privileged {
 		dst = &net.IPAddr{IP: t.Addr.AsSlice()}
@@ -136,9 +159,9 @@ func (e *ICMP) Run(ctx context.Context) error {
 }
 
 func (e *ICMP) deliver(msg []byte, from netip.Addr, at time.Time) {
-	r, ok := decodeEcho(msg)
+	r, ok := decodeEcho(msg, e.ipv6)
 	if !ok {
-		if e.privileged && len(msg) > 0 && msg[0] != icmpEchoReply {
+		if _, reply := echoTypes(e.ipv6); e.privileged && len(msg) > 0 && msg[0] != reply {
 			return // a raw socket sees every ICMP message: not ours to count
 		}
 		e.Malformed.Add(1)

@@ -10,16 +10,18 @@ import (
 	"os"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
-// rawSocket is a raw IPv4 socket for one IP protocol, with IP_HDRINCL set,
-// read through Go's netpoller so Close unblocks the reader.
+// rawSocket is a raw socket for one IP protocol of one family, read
+// through Go's netpoller so Close unblocks the reader.
 type rawSocket interface {
 	send(pkt []byte, dst netip.Addr) error
-	// recv returns a whole IPv4 packet, header included, and its arrival time.
+	// recv returns a whole IP packet, header included, and its arrival
+	// time. On IPv6 the header is synthesized (putIPv6Header).
 	recv(buf []byte) (int, time.Time, error)
 	reserve(port uint16) error
 	close()
@@ -31,6 +33,8 @@ type linuxRaw struct {
 	conn     *net.IPConn
 	rc       syscall.RawConn
 	src      netip.Addr
+	src16    [16]byte
+	proto    uint8 // the IP protocol, for the synthesized IPv6 header
 	reserved []int // fds of sockets bound to reserve source ports
 
 	// The reader's state. One goroutine calls recv, and a read function
@@ -40,26 +44,30 @@ type linuxRaw struct {
 	rn     int
 	rerr   error
 	readFn func(fd uintptr) bool
+	// from6 and from6Len are recvfrom's source address on IPv6, held
+	// here for the same reason: unix.Recvfrom allocates a Sockaddr.
+	from6    unix.RawSockaddrInet6
+	from6Len uint32
 }
 
 // openTCPRaw opens the tcp_syn socket. The kernel delivers it every TCP
 // segment for our address; a classic BPF filter on the destination port
 // makes it wake only for the reserved range, so a busy node's traffic
-// costs nothing.
+// costs nothing. The engine writes whole IP headers (IP_HDRINCL, or
+// IPV6_HDRINCL since Linux 4.5), so the traceroute can set the TTL, the
+// IPv4 ID and the IPv6 flow label of each packet.
 func openTCPRaw(src netip.Addr, base, n uint16) (*linuxRaw, error) {
-	return openRaw("ip4:tcp", "tcp_syn", src, []bpf.Instruction{
-		bpf.LoadMemShift{Off: 0},          // x = IP header length
-		bpf.LoadIndirect{Off: 2, Size: 2}, // a = TCP destination port
-		bpf.JumpIf{Cond: bpf.JumpLessThan, Val: uint32(base), SkipTrue: 2},
-		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: uint32(base) + uint32(n), SkipTrue: 1},
-		bpf.RetConstant{Val: 0xffff},
-		bpf.RetConstant{Val: 0},
-	})
+	network := "ip4:tcp"
+	if !src.Is4() {
+		network = "ip6:tcp"
+	}
+	return openRaw(network, "tcp_syn", src, tcpPortFilter(!src.Is4(), base, n), true)
 }
 
-// openRaw opens a raw IPv4 socket for network ("ip4:tcp") on src with
-// IP_HDRINCL and the classic BPF filter; what names it in errors.
-func openRaw(network, what string, src netip.Addr, filter []bpf.Instruction) (*linuxRaw, error) {
+// openRaw opens a raw socket for network ("ip4:tcp", "ip6:ipv6-icmp") on
+// src with the classic BPF filter, and IP_HDRINCL or IPV6_HDRINCL when
+// hdrincl; what names it in errors.
+func openRaw(network, what string, src netip.Addr, filter []bpf.Instruction, hdrincl bool) (*linuxRaw, error) {
 	prog, err := bpf.Assemble(filter)
 	if err != nil {
 		return nil, fmt.Errorf("%s bpf: %w", what, err)
@@ -68,10 +76,17 @@ func openRaw(network, what string, src netip.Addr, filter []bpf.Instruction) (*l
 	if err != nil {
 		return nil, privilegeError(what, err)
 	}
-	r := &linuxRaw{conn: pc.(*net.IPConn), src: src}
+	r := &linuxRaw{conn: pc.(*net.IPConn), src: src, src16: src.As16()}
 	r.readFn = r.read
+	if !src.Is4() {
+		r.readFn = r.read6
+		r.proto = unix.IPPROTO_TCP
+		if network == "ip6:ipv6-icmp" {
+			r.proto = unix.IPPROTO_ICMPV6
+		}
+	}
 	if r.rc, err = r.conn.SyscallConn(); err == nil {
-		err = r.setup(prog)
+		err = r.setup(prog, hdrincl)
 	}
 	if err != nil {
 		pc.Close()
@@ -80,16 +95,22 @@ func openRaw(network, what string, src netip.Addr, filter []bpf.Instruction) (*l
 	return r, nil
 }
 
-func (r *linuxRaw) setup(prog []bpf.RawInstruction) error {
+func (r *linuxRaw) setup(prog []bpf.RawInstruction, hdrincl bool) error {
 	filter := make([]unix.SockFilter, len(prog))
 	for i, ins := range prog {
 		filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
 	}
 	var serr error
 	err := r.rc.Control(func(fd uintptr) {
-		if serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_HDRINCL, 1); serr != nil {
-			serr = os.NewSyscallError("setsockopt IP_HDRINCL", serr)
-			return
+		if hdrincl {
+			level, opt, name := unix.IPPROTO_IP, unix.IP_HDRINCL, "IP_HDRINCL"
+			if !r.src.Is4() {
+				level, opt, name = unix.IPPROTO_IPV6, unix.IPV6_HDRINCL, "IPV6_HDRINCL"
+			}
+			if serr = unix.SetsockoptInt(int(fd), level, opt, 1); serr != nil {
+				serr = os.NewSyscallError("setsockopt "+name, serr)
+				return
+			}
 		}
 		fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 		if serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog); serr != nil {
@@ -105,6 +126,9 @@ func (r *linuxRaw) send(pkt []byte, dst netip.Addr) error {
 }
 
 func (r *linuxRaw) recv(buf []byte) (int, time.Time, error) {
+	if !r.src.Is4() && len(buf) <= ipv6HeaderLen {
+		return 0, time.Now(), errors.New("raw receive: buffer too short for an IPv6 header")
+	}
 	r.rbuf = buf
 	err := r.rc.Read(r.readFn)
 	r.rbuf = nil
@@ -114,6 +138,10 @@ func (r *linuxRaw) recv(buf []byte) (int, time.Time, error) {
 	}
 	if r.rerr != nil {
 		return 0, at, os.NewSyscallError("read", r.rerr)
+	}
+	if !r.src.Is4() {
+		putIPv6Header(buf, r.rn, r.proto, &r.from6.Addr, &r.src16)
+		return ipv6HeaderLen + r.rn, at, nil
 	}
 	return r.rn, at, nil
 }
@@ -125,15 +153,34 @@ func (r *linuxRaw) read(fd uintptr) bool {
 	return r.rerr != unix.EAGAIN
 }
 
+// read6 reads one IPv6 payload into r.rbuf after room for the header,
+// and its source address into r.from6: recvfrom by hand, since
+// unix.Recvfrom allocates the Sockaddr it returns.
+func (r *linuxRaw) read6(fd uintptr) bool {
+	b := r.rbuf[ipv6HeaderLen:]
+	r.from6Len = unix.SizeofSockaddrInet6
+	n, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0,
+		uintptr(unsafe.Pointer(&r.from6)), uintptr(unsafe.Pointer(&r.from6Len)))
+	r.rn, r.rerr = int(n), nil
+	if errno != 0 {
+		r.rn, r.rerr = 0, errno
+	}
+	return r.rerr != unix.EAGAIN
+}
+
 // reserve binds a TCP socket to (src, port) without listening: the kernel
 // then never hands the port to another socket's connect or bind, and a
 // SYN-ACK to it still meets no listener, so the kernel resets it.
 func (r *linuxRaw) reserve(port uint16) error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	family, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Port: int(port), Addr: r.src16})
+	if r.src.Is4() {
+		family, sa = unix.AF_INET, &unix.SockaddrInet4{Port: int(port), Addr: r.src.As4()}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return os.NewSyscallError("socket", err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: int(port), Addr: r.src.As4()}); err != nil {
+	if err := unix.Bind(fd, sa); err != nil {
 		unix.Close(fd)
 		return os.NewSyscallError("bind", err)
 	}

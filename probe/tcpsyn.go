@@ -15,7 +15,9 @@ import (
 // RST back means the target was reached. Each probe goes out from one of a
 // fixed set of source ports, so a (target, source port) pair is a fixed
 // 5-tuple for the agent's lifetime and kernel ECMP keeps it on one path
-// (Paris traceroute's insight): loss is then measured per path.
+// (Paris traceroute's insight): loss is then measured per path. On IPv6
+// the flow's FlowLabel, which ECMP may hash too, is part of the flow: it
+// is a function of the 5-tuple, so it is fixed with it.
 //
 // The kernel's own RST: our SYN-ACKs arrive at a port where no socket
 // listens (we only bind the port to reserve it), so the kernel answers each
@@ -144,7 +146,9 @@ type synAnswer struct {
 
 // TCPSYNConfig configures NewTCPSYN.
 type TCPSYNConfig struct {
-	Source netip.Addr // address to send from and to bind to
+	// Source is the address to send from and to bind to; its family is
+	// the engine's.
+	Source netip.Addr
 	// PortBase and Ports: the engine reserves up to Ports source ports,
 	// scanning upwards from PortBase and skipping ports in use.
 	PortBase uint16
@@ -155,8 +159,8 @@ type TCPSYNConfig struct {
 // Check reports every field out of range to bad, by field name: source,
 // ports. NewTCPSYN runs it before it opens anything.
 func (c TCPSYNConfig) Check(bad func(field, format string, args ...any)) {
-	if !c.Source.Is4() {
-		bad("source", "%s is not an IPv4 address", c.Source)
+	if !familyOK(c.Source) {
+		bad("source", "%s is not an IPv4 or IPv6 address (without zone)", c.Source)
 	}
 	if c.Ports <= 0 || int(c.PortBase)+c.Ports > 65536 {
 		bad("ports", "%d source ports from %d do not fit below 65536", c.Ports, c.PortBase)
@@ -240,6 +244,9 @@ func (t *TCPSYN) Probe(ctx context.Context, target Target, sport uint16, timeout
 	i := int(sport) - int(t.base)
 	if i < 0 || i >= len(t.slots) || !t.slots[i].reserved {
 		return Result{Outcome: LocalError, Reason: "config", Err: fmt.Errorf("tcp_syn: source port %d is not reserved", sport)}
+	}
+	if !sameFamily(t.src, target.Addr) {
+		return Result{Outcome: LocalError, Reason: "config", Err: fmt.Errorf("tcp_syn: target %s is not an %s address like the source %s", target.Addr, familyName(t.src), t.src)}
 	}
 	s := &t.slots[i]
 	s.mu.Lock()

@@ -21,6 +21,10 @@ import (
 // reader hands the destination's SYN-ACK or RST to the tracer) and the
 // flow's regular probes wait. Time Exceeded and Unreachable come on the
 // tracer's own raw ICMP socket.
+//
+// On IPv6 every probe of a flow also carries the flow's FlowLabel, which
+// ECMP may hash, and ICMPv6 errors are matched on it where IPv4's are
+// matched on the IP ID.
 type Tracer struct {
 	syn  *TCPSYN
 	own  bool // standalone: the tracer made syn and closes it
@@ -286,8 +290,8 @@ func (tr *Tracer) Trace(ctx context.Context, target Target, sports []uint16, cfg
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("trace: %w", err)
 	}
-	if !target.Addr.Is4() {
-		return nil, fmt.Errorf("trace: target %s is not an IPv4 address", target.Addr)
+	if !sameFamily(tr.syn.src, target.Addr) {
+		return nil, fmt.Errorf("trace: target %s is not an %s address like the source %s", target.Addr, familyName(tr.syn.src), tr.syn.src)
 	}
 	for _, p := range sports {
 		if !tr.syn.reserved(p) {
@@ -366,6 +370,7 @@ func (tr *Tracer) traceFlow(ctx context.Context, target Target, sport uint16, cf
 		timeout: cfg.Timeout, wake: make(chan struct{}, 1),
 		probes: make([][]probeRec, cfg.MaxTTL),
 	}
+	fr.flowLabel = FlowLabel(netip.AddrPortFrom(tr.syn.src, sport), netip.AddrPortFrom(target.Addr, target.Port))
 	for i := range fr.probes {
 		fr.probes[i] = make([]probeRec, cfg.Probes+cfg.Retries)
 	}

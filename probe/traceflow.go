@@ -16,6 +16,7 @@ type flowRun struct {
 	sport, dport uint16
 	dst          netip.Addr
 	nonce        uint16
+	flowLabel    uint32 // IPv6: what every probe of the flow carries (FlowLabel)
 	timeout      time.Duration
 	wake         chan struct{} // cap 1: an outstanding probe was answered
 
@@ -187,17 +188,17 @@ func (fr *flowRun) answer(r *probeRec, ttl int, from netip.Addr, kind answerKind
 
 // icmpAnswer matches a Time Exceeded or Unreachable quoting this flow.
 // The quote must name exactly a probe we sent: addresses, ports, the
-// sequence number and the IP ID.
+// sequence number, and the IP ID on IPv4 or the flow label on IPv6.
 func (fr *flowRun) icmpAnswer(q icmpQuote, at time.Time) {
 	u := &fr.tr.Unmatched
-	if q.dst != fr.dst || q.dport != fr.dport {
+	if q.dst != fr.dst || q.dport != fr.dport || q.flowLabel != fr.flowLabel {
 		u.Foreign.Add(1)
 		return
 	}
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
 	_, ttl, round := splitSeq(q.seq)
-	if q.ipID != traceIPID(ttl, round) {
+	if q.dst.Is4() && q.ipID != traceIPID(ttl, round) {
 		u.Foreign.Add(1)
 		return
 	}
@@ -206,7 +207,7 @@ func (fr *flowRun) icmpAnswer(q icmpQuote, at time.Time) {
 		return
 	}
 	kind := answerTimeExceeded
-	if q.typ == icmpDestUnreachable {
+	if q.unreachable() {
 		kind = answerUnreachable
 		if q.from == fr.dst {
 			kind = answerDestination // a host firewall's reject: reached

@@ -5,10 +5,12 @@ import (
 	"net/netip"
 )
 
-// ICMP messages a traceroute reads (RFC 792).
+// ICMP messages a traceroute reads (RFC 792; ICMPv6, RFC 4443 §3).
 const (
-	icmpDestUnreachable = 3
-	icmpTimeExceeded    = 11
+	icmpDestUnreachable  = 3
+	icmpTimeExceeded     = 11
+	icmp6DestUnreachable = 1
+	icmp6TimeExceeded    = 3
 )
 
 // icmpQuote is what the tracer needs of an ICMP error: who sent it, what
@@ -18,22 +20,37 @@ type icmpQuote struct {
 	to         netip.Addr // the outer destination: us
 	typ, code  uint8
 	src, dst   netip.Addr // the quoted probe's addresses
-	ipID       uint16
+	ipID       uint16     // IPv4 only
+	flowLabel  uint32     // IPv6 only
 	sport      uint16
 	dport      uint16
 	seq        uint32
-	quotedTTL  uint8 // TTL left in the quote: 0 or 1 for Time Exceeded
+	quotedTTL  uint8 // TTL (hop limit) left in the quote: 0 or 1 for Time Exceeded
 	quotedSize int   // bytes of the quoted datagram present
 }
 
-// decodeQuote parses an IPv4 packet carrying an ICMP Time Exceeded or
-// Destination Unreachable that quotes a TCP segment. RFC 792 guarantees
-// only the quoted IP header and the first 8 bytes of its payload, which
-// for TCP are the ports and the sequence number: exactly what the tracer
-// encodes its probes in. It is hand-rolled rather than gopacket's
-// layers.TCP, which needs a whole 20-byte header, and it does not
-// allocate: it runs on the reader's hot path.
+// unreachable reports whether q is a Destination Unreachable, not a Time
+// Exceeded.
+func (q icmpQuote) unreachable() bool {
+	if q.from.Is4() {
+		return q.typ == icmpDestUnreachable
+	}
+	return q.typ == icmp6DestUnreachable
+}
+
+// decodeQuote parses an IP packet carrying an ICMP Time Exceeded or
+// Destination Unreachable that quotes a TCP segment: IPv4 and ICMP, or
+// IPv6 (as the raw socket's reader synthesizes it) and ICMPv6, by the
+// version nibble. RFC 792 guarantees only the quoted IP header and the
+// first 8 bytes of its payload, which for TCP are the ports and the
+// sequence number: exactly what the tracer encodes its probes in. It is
+// hand-rolled rather than gopacket's layers.TCP, which needs a whole
+// 20-byte header, and it does not allocate: it runs on the reader's hot
+// path.
 func decodeQuote(b []byte) (icmpQuote, bool) {
+	if len(b) > 0 && b[0]>>4 == 6 {
+		return decodeQuote6(b)
+	}
 	var q icmpQuote
 	ihl, ok := ipv4Header(b, 1)
 	if !ok || len(b) < ihl+8 {
@@ -63,6 +80,38 @@ func decodeQuote(b []byte) (icmpQuote, bool) {
 	return q, true
 }
 
+// decodeQuote6 is decodeQuote's IPv6 form: the IPv6 header, 8 bytes of
+// ICMPv6 header, then the quoted IPv6 header and at least 8 bytes of TCP
+// (RFC 4443 quotes as much as fits in 1280 bytes). Our probes carry no
+// extension headers, so a quote with any is not ours and is refused.
+func decodeQuote6(b []byte) (icmpQuote, bool) {
+	var q icmpQuote
+	if !ipv6Header(b, 58) || len(b) < ipv6HeaderLen+8 {
+		return q, false
+	}
+	q.from = netip.AddrFrom16([16]byte(b[8:24]))
+	q.to = netip.AddrFrom16([16]byte(b[24:40]))
+	icmp := b[ipv6HeaderLen:]
+	q.typ, q.code = icmp[0], icmp[1]
+	if q.typ != icmp6TimeExceeded && q.typ != icmp6DestUnreachable {
+		return q, false
+	}
+	inner := icmp[8:]
+	if !ipv6Header(inner, 6) || len(inner) < ipv6HeaderLen+8 {
+		return q, false
+	}
+	q.flowLabel = binary.BigEndian.Uint32(inner[0:]) & 0xfffff
+	q.quotedTTL = inner[7]
+	q.src = netip.AddrFrom16([16]byte(inner[8:24]))
+	q.dst = netip.AddrFrom16([16]byte(inner[24:40]))
+	tcp := inner[ipv6HeaderLen:]
+	q.sport = binary.BigEndian.Uint16(tcp[0:])
+	q.dport = binary.BigEndian.Uint16(tcp[2:])
+	q.seq = binary.BigEndian.Uint32(tcp[4:])
+	q.quotedSize = len(inner)
+	return q, true
+}
+
 // ipv4Header checks that b starts with an IPv4 header of protocol proto
 // and returns its length.
 func ipv4Header(b []byte, proto uint8) (int, bool) {
@@ -76,10 +125,17 @@ func ipv4Header(b []byte, proto uint8) (int, bool) {
 	return ihl, true
 }
 
+// ipv6Header checks that b starts with an IPv6 header whose next header
+// is proto.
+func ipv6Header(b []byte, proto uint8) bool {
+	return len(b) >= ipv6HeaderLen && b[0]>>4 == 6 && b[6] == proto
+}
+
 // Probe identity. A probe's TTL and number ride in the two fields that
 // every reply carries back: the TCP sequence number (quoted by Time
-// Exceeded, acknowledged +1 by the destination's SYN-ACK or RST) and the
-// IP ID (quoted only). The sequence number's high 16 bits are a nonce
+// Exceeded, acknowledged +1 by the destination's SYN-ACK or RST) and, on
+// IPv4, the IP ID (quoted only; IPv6 has no ID outside fragments, and its
+// quotes are matched on the flow label instead). The sequence number's high 16 bits are a nonce
 // drawn per trace of a flow, so an answer to an earlier trace of the same
 // 5-tuple never matches a later one (fbtracert encodes a timestamp there
 // for the same reason).

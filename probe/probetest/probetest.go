@@ -1,5 +1,8 @@
 // Package probetest helps the tests of the probe engines and of their
-// users (the agent) check that connections and goroutines do not leak.
+// users (the agent): it runs them in a network namespace of their own
+// (Main), makes further namespaces linked by veth pairs for paths with a
+// router or loss in them (NS, Linux), and checks that connections and
+// goroutines do not leak.
 package probetest
 
 import (
