@@ -401,3 +401,89 @@ targets:
 		t.Errorf("a refusing lb target after its settle time: %+v, want every probe lost", s)
 	}
 }
+
+// TestAgentDualStack: an agent with a source of each family probes a
+// dual-stack peer once per family, on engines of that family, and keeps
+// the two apart in its observations and series; removing one family's
+// target leaves the other's windows alone.
+func TestAgentDualStack(t *testing.T) {
+	needRoot(t)
+	port4 := openPort(t)
+	ln6, err := net.Listen("tcp6", "[::1]:"+itoa(port4))
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	t.Cleanup(func() { ln6.Close() })
+	a, base := loopbackAgent(t, `
+name: lo1
+class: node
+listen: 127.0.0.1:0
+source: 127.0.0.1,::1
+probing: {interval: 50ms, timeout: 500ms, window: 10s, flows: 2, sourcePortBase: 62100, maxTargets: 4, trace: {budgetPerMinute: 0}}
+targets:
+  - {name: up, address: 127.0.0.1, class: node, port: `+itoa(port4)+`}
+  - {name: up, address: "::1", class: node, port: `+itoa(port4)+`}
+`)
+	done := func(o api.Observations) bool {
+		if len(o.Targets) != 2 {
+			return false
+		}
+		for _, tg := range o.Targets {
+			for _, p := range tg.Protocols {
+				if p.Sent < 4 {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	var obs api.Observations
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if obs = getObservations(t, base); done(obs) {
+			break
+		}
+	}
+	if !slices.Equal(obs.Agent.Addresses, []string{"127.0.0.1", "::1"}) {
+		t.Errorf("agent addresses %v, want both sources", obs.Agent.Addresses)
+	}
+	if len(obs.Targets) != 2 {
+		t.Fatalf("%d targets, want up over each family: %+v", len(obs.Targets), obs.Targets)
+	}
+	for i, want := range []struct{ family, addr string }{{api.FamilyIPv4, "127.0.0.1"}, {api.FamilyIPv6, "::1"}} {
+		tg := obs.Targets[i]
+		if tg.Name != "up" || tg.Family != want.family || tg.Address != want.addr {
+			t.Errorf("targets[%d]: %s %s %s, want up %s %s", i, tg.Name, tg.Family, tg.Address, want.family, want.addr)
+		}
+		var protos []string
+		for _, p := range tg.Protocols {
+			protos = append(protos, p.Protocol)
+			if p.Sent < 4 || p.Lost != 0 || p.RTTP50 <= 0 {
+				t.Errorf("up %s/%s: %+v, want answered probes", want.family, p.Protocol, p.Stats)
+			}
+		}
+		if !slices.Equal(protos, []string{"icmp", "tcp_syn"}) {
+			t.Errorf("up %s probed over %v", want.family, protos)
+		}
+	}
+	m := get(t, base+"/metrics")
+	for _, fam := range api.Families {
+		if want := `prober_probes_sent_total{family="` + fam + `",path="node_to_node",protocol="tcp_syn",target="up"}`; !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// The IPv6 target leaves; the IPv4 one keeps its flows.
+	before := obs.Targets[0].Protocols[1].Flows
+	if err := a.SetTargets(context.Background(), TargetsFromConfig(a.cfg)[:1]); err != nil {
+		t.Fatal(err)
+	}
+	after := getObservations(t, base)
+	if len(after.Targets) != 1 || after.Targets[0].Family != api.FamilyIPv4 {
+		t.Fatalf("after removing up over IPv6: %+v", after.Targets)
+	}
+	if got := after.Targets[0].Protocols[1].Flows; len(got) != len(before) || got[0].SourcePort != before[0].SourcePort || got[0].Sent < before[0].Sent {
+		t.Errorf("the IPv4 target restarted: flows %+v, before %+v", got, before)
+	}
+	if strings.Contains(get(t, base+"/metrics"), `family="ipv6",path="node_to_node",protocol="tcp_syn",target="up"`) {
+		t.Error("the IPv6 target's series outlived it")
+	}
+}

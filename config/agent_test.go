@@ -183,3 +183,35 @@ func FuzzConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestDualStackConfig: a source per family, a target per family under one
+// name, and a target of a family the agent has no source of refused.
+func TestDualStackConfig(t *testing.T) {
+	t.Parallel()
+	const base = "name: n11\nclass: node\nlisten: 192.0.2.11:9808\n"
+	good := base + "source: 192.0.2.11,2001:db8::11\ntargets:\n" +
+		"- {name: n21, address: 192.0.2.21, class: node}\n- {name: n21, address: 2001:db8::21, class: node}\n"
+	c, err := ParseAgent("dual.yaml", []byte(good))
+	if err != nil {
+		t.Fatalf("dual-stack config refused: %v", err)
+	}
+	if got := c.SourceAddrs(); len(got) != 2 || got[0].String() != "192.0.2.11" || got[1].String() != "2001:db8::11" {
+		t.Errorf("sources %v", got)
+	}
+	if c.SourceFor("ipv6").String() != "2001:db8::11" || c.SourceAddr().String() != "192.0.2.11" {
+		t.Errorf("source for ipv6 %v, first %v", c.SourceFor("ipv6"), c.SourceAddr())
+	}
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"two of a family": {base + "source: 192.0.2.11,192.0.2.12\n", "at most one address per family"},
+		"unspecified":     {base + "source: \"::\"\n", "unspecified"},
+		"no v6 source":    {base + "targets: [{name: n21, address: 2001:db8::21, class: node}]\n", "targets[0].address: \"2001:db8::21\" is ipv6, and no source of that family"},
+		"same family twice": {base + "source: 192.0.2.11,2001:db8::11\ntargets:\n" +
+			"- {name: n21, address: 2001:db8::21, class: node}\n- {name: n21, address: 2001:db8::22, class: node}\n", "targets[1].name: \"n21\" already used by targets[0] for the same address family"},
+		"zoned": {base + "targets: [{name: n21, address: \"fe80::1%eth0\", class: node}]\n", "without zone"},
+	} {
+		_, err := ParseAgent(name+".yaml", []byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
+}
