@@ -20,10 +20,23 @@ func sysctlsFor(kind string, i int, ipv6 bool) []sysctl {
 	case ClassNode:
 		s = append(s, forwarding(ipv6)...)
 		s = append(s, pingSockets)
+		s = append(s, reflectLabels(ipv6)...)
 	case ClassPod, ClassControlPlane:
 		s = append(s, pingSockets)
+		s = append(s, reflectLabels(ipv6)...)
 	}
 	return s
+}
+
+// reflectLabels makes a host answer with the flow label it was sent
+// (SYN-ACK, RST, echo reply; RFC 7690), as anycast ECMP sites set it: the
+// routers hash the label, so a reply with a label of its own would take a
+// random spine per probe, and a flow's return path would not be a path.
+func reflectLabels(ipv6 bool) []sysctl {
+	if !ipv6 {
+		return nil
+	}
+	return []sysctl{{key: "net.ipv6.flowlabel_reflect", value: "7"}}
 }
 
 // pingSockets allows unprivileged ICMP echo sockets to every group. The

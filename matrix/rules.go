@@ -411,7 +411,10 @@ func dataplaneRule(r *round, th *Thresholds) []candidate {
 			c.Addresses = slices.Clone(r.devAddr[c.dev])
 		}
 		c.EstimatedLoss = v.pod.ratio()
-		c.excess = float64(v.pod.lost) - th.Healthy*float64(v.pod.sent)
+		// What the node's own paths lose is the fabric's share, which its
+		// pods' paths cross too (a lossy spine): only the loss beyond it
+		// is the dataplane's.
+		c.excess = float64(v.pod.lost) - max(th.Healthy, v.node.ratio())*float64(v.pod.sent)
 		c.Evidence = Evidence{Stage: "rule",
 			Detail:     fmt.Sprintf("paths to and from its pods lose %.2g while its node paths lose %.2g: CNI or node forwarding", v.pod.ratio(), v.node.ratio()),
 			LostProbes: float64(v.pod.lost), SentProbes: float64(v.pod.sent),

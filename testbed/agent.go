@@ -24,8 +24,10 @@ const AgentPort = config.DefaultPort
 // probes targets on schedule p (zero fields take the agent's defaults):
 // self's name, class and labels (zone, node), listening on self's
 // address at AgentPort, logging JSON; each target with its own class and
-// labels, at AgentPort. Change the result for anything else: another
-// target (VIPTarget), TLS, another port.
+// labels, at AgentPort. On a dual-stack fabric (Spec.IPv6) the agent
+// sends from both of self's addresses and probes each target over both
+// families. Change the result for anything else: another target
+// (VIPTarget), TLS, another port.
 func AgentConfig(self lab.Host, p config.Probing, targets ...lab.Host) *config.Agent {
 	c := &config.Agent{
 		Name:    self.Name,
@@ -35,8 +37,17 @@ func AgentConfig(self lab.Host, p config.Probing, targets ...lab.Host) *config.A
 		Log:     "json",
 		Probing: p,
 	}
+	if self.Addr6.IsValid() {
+		// Peers ping it over both families: Go listens on both at the
+		// unspecified address, as the chart's agents do.
+		c.Source = self.Addr.String() + "," + self.Addr6.String()
+		c.Listen = netip.AddrPortFrom(netip.IPv4Unspecified(), AgentPort).String()
+	}
 	for _, t := range targets {
 		c.Targets = append(c.Targets, config.Target{Name: t.Name, Address: t.Addr.String(), Class: t.Class, Port: AgentPort, Labels: hostLabels(t)})
+		if self.Addr6.IsValid() && t.Addr6.IsValid() {
+			c.Targets = append(c.Targets, config.Target{Name: t.Name, Address: t.Addr6.String(), Class: t.Class, Port: AgentPort, Labels: hostLabels(t)})
+		}
 	}
 	return c
 }
@@ -104,13 +115,17 @@ func (a *Agent) Close() error {
 // from inside namespace ns, and the agent's base URL.
 func agentClient(ns string, c *config.Agent) (*http.Client, string) {
 	client := lab.HTTPClient(ns, 2*time.Second)
+	listen := c.Listen
+	if ap, err := netip.ParseAddrPort(listen); err == nil && ap.Addr().IsUnspecified() {
+		listen = netip.AddrPortFrom(c.SourceAddr(), ap.Port()).String()
+	}
 	if c.TLS == nil {
-		return client, "http://" + c.Listen
+		return client, "http://" + listen
 	}
 	// The harness asks whether the agent serves, not who it is: the
 	// probes under test are the ones that verify certificates.
 	client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
-	return client, "https://" + c.Listen
+	return client, "https://" + listen
 }
 
 // WriteConfig writes v as indented JSON, which YAML readers take, to

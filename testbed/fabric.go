@@ -106,9 +106,16 @@ func (r *Fabric) agentConfig(h lab.Host) *config.Agent {
 		}
 		targets = append(targets, t)
 	}
-	c := AgentConfig(h, r.spec.agentProbing(), targets...)
+	p := r.spec.agentProbing()
+	if r.fab.Spec.IPv6 {
+		p.MaxTargets *= 2 // every peer twice, once per family
+	}
+	c := AgentConfig(h, p, targets...)
 	if h.Class == lab.ClassNode && r.fab.VIP.IsValid() {
 		c.Targets = append(c.Targets, VIPTarget(r.fab.VIP))
+		if r.fab.VIP6.IsValid() {
+			c.Targets = append(c.Targets, VIPTarget(r.fab.VIP6))
+		}
 	}
 	return c
 }

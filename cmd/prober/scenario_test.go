@@ -52,10 +52,19 @@ func (sc scenario) innocent(d matrix.Diagnosis) *matrix.Suspect {
 // TestScenarios is issue 6's suite: the default fabric (3 spines, 3 racks
 // of 3 nodes, a pod per node, an LB), an agent in every node and pod, the
 // matrix, and the seeds' faults one after the other on the same fabric.
+// It runs on IPv4, then dual-stack (issue 18): every agent probes every
+// peer over both families, the fabric's faults drop both, and a spine
+// that drops IPv6 only must be named with its family.
 func TestScenarios(t *testing.T) {
 	labtest.NeedNetAdmin(t)
+	t.Run("ipv4", func(t *testing.T) { runSuite(t, false) })
+	t.Run("dual-stack", func(t *testing.T) { runSuite(t, true) })
+}
+
+func runSuite(t *testing.T, dualStack bool) {
 	spec := lab.DefaultSpec()
 	spec.Prefix = labtest.Prefix(t)
+	spec.IPv6 = dualStack
 	const window = 15 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
 	defer cancel()
@@ -103,8 +112,14 @@ func TestScenarios(t *testing.T) {
 		}
 	})
 
+	suite := append(scenarios(), seedScenarios(ctx, r)...)
+	if dualStack {
+		// The seeds' own checks read IPv4 cells; the fabric's faults
+		// drop both families, and the family faults are the new ones.
+		suite = append(scenarios(), familyScenarios()...)
+	}
 	var results []string
-	for _, sc := range append(scenarios(), seedScenarios(ctx, r)...) {
+	for _, sc := range suite {
 		t.Run(sc.name, func(t *testing.T) {
 			detect, localize, hold, err := runScenario(ctx, r, sc)
 			results = append(results, fmt.Sprintf("%-28s detect %5.1fs  localize %5.1fs  innocent listed in %d of %d rounds  %v",
@@ -169,7 +184,7 @@ func runScenario(ctx context.Context, r *testbed.Fabric, sc scenario) (detect, l
 		last = check(d, s)
 		if last == nil {
 			if s := sc.innocent(d); s != nil {
-				last = fmt.Errorf("%s %q listed at %.2f beside the fault", s.Kind, s.Name, s.Score)
+				last = fmt.Errorf("%s %q (family %q) listed at %.2f beside the fault", s.Kind, s.Name, s.Family, s.Score)
 			}
 		}
 		return last == nil
@@ -190,7 +205,7 @@ func runScenario(ctx context.Context, r *testbed.Fabric, sc scenario) (detect, l
 			if s := sc.innocent(d); s != nil {
 				hold.innocent++
 				if listed == nil {
-					listed = fmt.Errorf("%s %q listed at %.2f beside the fault (%v after it was named)", s.Kind, s.Name, s.Score, time.Since(start)-localize)
+					listed = fmt.Errorf("%s %q (family %q) listed at %.2f beside the fault (%v after it was named)", s.Kind, s.Name, s.Family, s.Score, time.Since(start)-localize)
 				}
 			}
 		}
@@ -216,6 +231,28 @@ func scenarios() []scenario {
 		{name: "lossy link", faults: []lab.Fault{{Kind: lab.FaultLinkLoss, From: "spine1", To: "tor3", Permille: 50}}, kind: matrix.KindLink, suspect: "spine1->tor3"},
 		{name: "5-tuple black hole at a spine", faults: []lab.Fault{{Kind: lab.FaultBlackhole, Device: "spine1", Mod: 4}}, kind: matrix.KindDevice, suspect: "spine1"},
 		{name: "bad host NIC", faults: []lab.Fault{{Kind: lab.FaultHostNIC, Host: "n22", Permille: 100}}, kind: matrix.KindHost, suspect: "n22"},
+	}
+}
+
+// familyScenarios break one address family only (a ToR's IPv6 ECMP hash,
+// an IPv6 ACL): the suspect must carry that family, and only it.
+func familyScenarios() []scenario {
+	family := func(name, fam string) func(d matrix.Diagnosis, _ matrix.Snapshot) error {
+		return func(d matrix.Diagnosis, _ matrix.Snapshot) error {
+			if len(d.Suspects) == 0 {
+				return fmt.Errorf("no suspect")
+			}
+			if top := d.Suspects[0]; top.Kind != matrix.KindDevice || top.Name != name || top.Family != fam {
+				return fmt.Errorf("top suspect %s %q family %q, want device %q family %q", top.Kind, top.Name, top.Family, name, fam)
+			}
+			return nil
+		}
+	}
+	return []scenario{
+		{name: "spine drops IPv6 only", faults: []lab.Fault{{Kind: lab.FaultDeviceLoss, Device: "spine2", Permille: 50, Family: api.FamilyIPv6}},
+			kind: matrix.KindDevice, suspect: "spine2", check: family("spine2", api.FamilyIPv6)},
+		{name: "spine drops IPv4 only", faults: []lab.Fault{{Kind: lab.FaultDeviceLoss, Device: "spine3", Permille: 50, Family: api.FamilyIPv4}},
+			kind: matrix.KindDevice, suspect: "spine3", check: family("spine3", api.FamilyIPv4)},
 	}
 }
 
