@@ -30,7 +30,7 @@ func Do(ns string, fn func() error) error {
 		return fmt.Errorf("netns %s: %w", ns, err)
 	}
 	defer target.Close()
-	return onLockedThread(func() error {
+	return OnLockedThread(func() error {
 		if err := netns.Set(target); err != nil {
 			return fmt.Errorf("netns %s: enter: %w", ns, err)
 		}
@@ -38,11 +38,11 @@ func Do(ns string, fn func() error) error {
 	})
 }
 
-// onLockedThread runs fn on a new goroutine locked to its OS thread and
+// OnLockedThread runs fn on a new goroutine locked to its OS thread and
 // puts the thread back into its original namespace afterwards. If that
 // fails, the goroutine exits still locked, and the Go runtime then
 // terminates the thread instead of reusing it in a foreign namespace.
-func onLockedThread(fn func() error) error {
+func OnLockedThread(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -67,7 +67,7 @@ func onLockedThread(fn func() error) error {
 // writes sysctls from inside it: /proc/sys/net belongs to the namespace of
 // the thread that opens it, so this must run on the new namespace's thread.
 func createNS(name string, sysctls []sysctl) error {
-	return onLockedThread(func() error {
+	return OnLockedThread(func() error {
 		h, err := netns.NewNamed(name) // leaves this thread in the new namespace
 		if err != nil {
 			return fmt.Errorf("netns %s: create: %w", name, err)

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/netprober/prober/lab"
 )
 
 // NS is a network namespace a test made, for the engines' tests that need
@@ -64,7 +65,7 @@ func NewNS(t testing.TB, name string) *NS {
 	t.Helper()
 	NeedRoot(t)
 	n := &NS{Name: name, h: netns.None()}
-	err := onLockedThread(func() error {
+	err := lab.OnLockedThread(func() error {
 		h, err := netns.New() // leaves this thread in the new namespace
 		if err != nil {
 			return err
@@ -105,7 +106,7 @@ func NewNS(t testing.TB, name string) *NS {
 // whole life and may be used from any goroutine afterwards; goroutines f
 // starts run outside n.
 func (n *NS) Do(f func() error) error {
-	return onLockedThread(func() error {
+	return lab.OnLockedThread(func() error {
 		if err := netns.Set(n.h); err != nil {
 			return fmt.Errorf("netns %s: enter: %w", n.Name, err)
 		}
@@ -236,27 +237,3 @@ func writeSysctl(key, value string) error {
 	return nil
 }
 
-// onLockedThread runs f on a new goroutine locked to its OS thread and
-// puts the thread back into its namespace afterwards. If that fails, the
-// goroutine exits still locked, and the runtime ends the thread rather
-// than reuse it in a foreign namespace.
-func onLockedThread(f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- fmt.Errorf("netns: current: %w", err)
-			return
-		}
-		defer orig.Close()
-		ferr := f()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("netns: restore thread: %w", err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
