@@ -22,14 +22,33 @@ func isTerminal(w io.Writer) bool {
 }
 
 // drawHeatmap prints the snapshot's cells of one path class and protocol
-// as a source x target grid: loss in percent, "." for none, blank for no
-// data; with colour, a green-to-red background.
+// as a source x target grid, one per address family on a dual-stack
+// cluster: loss in percent, "." for none, blank for no data; with colour,
+// a green-to-red background.
 func drawHeatmap(w io.Writer, snap matrix.Snapshot, path, proto string, color bool) {
+	var fams []string
+	for _, c := range snap.Groups {
+		if c.Path == path && c.Protocol == proto && !slices.Contains(fams, c.Family) {
+			fams = append(fams, c.Family)
+		}
+	}
+	slices.Sort(fams)
+	if len(fams) < 2 {
+		drawGrid(w, snap, path, proto, "", color)
+		return
+	}
+	for _, f := range fams {
+		drawGrid(w, snap, path, proto, f, color)
+	}
+}
+
+// drawGrid draws the cells of family, or of every family when "".
+func drawGrid(w io.Writer, snap matrix.Snapshot, path, proto, family string, color bool) {
 	type key struct{ s, t string }
 	cells := map[key]matrix.Cell{}
 	var rows, cols []string
 	for _, c := range snap.Groups {
-		if c.Path != path || c.Protocol != proto {
+		if c.Path != path || c.Protocol != proto || family != "" && c.Family != family {
 			continue
 		}
 		cells[key{c.Source, c.Target}] = c
@@ -39,7 +58,11 @@ func drawHeatmap(w io.Writer, snap matrix.Snapshot, path, proto string, color bo
 	slices.Sort(rows)
 	slices.Sort(cols)
 	rows, cols = slices.Compact(rows), slices.Compact(cols)
-	fmt.Fprintf(w, "    %s, %s: loss by source (rows) and target (columns)\n", path, proto)
+	title := path + ", " + proto
+	if family != "" {
+		title += ", " + family
+	}
+	fmt.Fprintf(w, "    %s: loss by source (rows) and target (columns)\n", title)
 	if len(rows) == 0 {
 		fmt.Fprintln(w, "    (no data yet)")
 		return
@@ -104,7 +127,11 @@ func printDiagnosis(w io.Writer, d matrix.Diagnosis) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "    kind\tname\tscore\test. loss\tevidence")
 	for _, s := range d.Suspects {
-		fmt.Fprintf(tw, "    %s\t%s\t%.2f\t%.1f%%\t%s\n", s.Kind, s.Name, s.Score, 100*s.EstimatedLoss, strings.TrimSpace(s.Evidence.Detail))
+		name := s.Name
+		if s.Family != "" {
+			name += " (" + s.Family + " only)"
+		}
+		fmt.Fprintf(tw, "    %s\t%s\t%.2f\t%.1f%%\t%s\n", s.Kind, name, s.Score, 100*s.EstimatedLoss, strings.TrimSpace(s.Evidence.Detail))
 	}
 	tw.Flush()
 }
