@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/netprober/prober/lab"
 	"github.com/netprober/prober/lab/labtest"
@@ -510,7 +511,9 @@ func checkControlPlane(t *testing.T, f *lab.Fabric, cp, vip netip.Addr, podCIDR 
 		if err != nil {
 			return err
 		}
-		return netlink.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: pod.AsSlice(), Mask: net.CIDRMask(pod.BitLen(), pod.BitLen())}})
+		// No duplicate address detection: an IPv6 address is tentative,
+		// and cannot be bound, until it ends, even on lo.
+		return netlink.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: pod.AsSlice(), Mask: net.CIDRMask(pod.BitLen(), pod.BitLen())}, Flags: unix.IFA_F_NODAD})
 	}); err != nil {
 		t.Fatal(err)
 	}
