@@ -151,6 +151,10 @@ func version(a api.AgentPlan) string {
 		str(t.Name)
 		str(t.Class)
 		str(t.Address)
+		num(uint64(len(t.Addresses)))
+		for _, a := range t.Addresses {
+			str(a)
+		}
 		num(uint64(t.Port))
 		str(t.Group)
 		str(t.Node)
