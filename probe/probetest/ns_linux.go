@@ -236,4 +236,3 @@ func writeSysctl(key, value string) error {
 	}
 	return nil
 }
-
