@@ -2,10 +2,8 @@ package lab_test
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -114,34 +112,14 @@ func TestFaultFamilies(t *testing.T) {
 		for _, n := range f.Nodes() {
 			listen(t, n.Namespace, netip.AddrPortFrom(n.Addr6, 8080))
 		}
-		vip := netip.AddrPortFrom(f.VIP6, 8080)
-		old, err := dial(n11.Namespace, netip.AddrPort{}, vip, 2*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer abort(old)
-		if err := roundTrip(old, "before", 2*time.Second); err != nil {
-			t.Fatalf("established conn before the fault: %v", err)
-		}
-		inject(t, lab.Fault{Kind: lab.FaultLBForget})
-		if err := roundTrip(old, "after", time.Second); !isTimeout(err) {
-			t.Errorf("established IPv6 conn after lb-forget: got %v, want a silent timeout", err)
-		}
-		fresh, err := dial(n11.Namespace, netip.AddrPort{}, vip, 2*time.Second)
-		if err != nil {
-			t.Fatalf("new IPv6 conn during lb-forget: %v", err)
-		}
-		defer abort(fresh)
-		if err := roundTrip(fresh, "new", 2*time.Second); err != nil {
-			t.Errorf("new IPv6 conn during lb-forget: %v", err)
-		}
+		checkLBForget(t, n11.Namespace, netip.AddrPortFrom(f.VIP6, 8080), func() { inject(t, lab.Fault{Kind: lab.FaultLBForget}) })
 	})
 
 	t.Run("blackhole drops a fixed subset of IPv6 flows", func(t *testing.T) {
 		to := netip.AddrPortFrom(n21.Addr6, 7002)
 		listen(t, n21.Namespace, to)
 		inject(t, lab.Fault{Kind: lab.FaultBlackhole, Device: "tor1", Mod: 4})
-		first, second := deadFlows(n11, to, portRange(42000, 24)), deadFlows(n11, to, portRange(42000, 24))
+		first, second := deadFlows(n11.Namespace, n11.Addr6, to, portRange(42000, 24)), deadFlows(n11.Namespace, n11.Addr6, to, portRange(42000, 24))
 		t.Logf("black-holed IPv6 source ports: %v", first)
 		if len(first) == 0 || len(first) == 24 {
 			t.Errorf("%d of 24 IPv6 flows black-holed, want some but not all", len(first))
@@ -150,29 +128,4 @@ func TestFaultFamilies(t *testing.T) {
 			t.Errorf("black-holed flows changed: %v then %v", first, second)
 		}
 	})
-}
-
-// deadFlows tries one IPv6 connection and round trip per source port, all
-// at once, and returns the ports whose flow failed within 400 ms.
-func deadFlows(from lab.Host, to netip.AddrPort, ports []uint16) []uint16 {
-	var mu sync.Mutex
-	var dead []uint16
-	var wg sync.WaitGroup
-	for _, p := range ports {
-		wg.Go(func() {
-			c, err := dialWith(from.Namespace, net.Dialer{Timeout: 400 * time.Millisecond}, netip.AddrPortFrom(from.Addr6, p), to)
-			if err == nil {
-				err = roundTrip(c, "x", 400*time.Millisecond)
-				abort(c)
-			}
-			if err != nil {
-				mu.Lock()
-				dead = append(dead, p)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	slices.Sort(dead)
-	return dead
 }

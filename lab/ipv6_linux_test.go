@@ -185,32 +185,7 @@ func TestFabricIPv6(t *testing.T) {
 	})
 
 	t.Run("the IPv6 VIP balances over the nodes", func(t *testing.T) {
-		var servers []*echoServer
-		for _, n := range f.Nodes() {
-			servers = append(servers, listen(t, n.Namespace, netip.AddrPortFrom(n.Addr6, 8080)))
-		}
-		for i := range 12 {
-			c, err := dial(n11.Namespace, netip.AddrPort{}, netip.AddrPortFrom(f.VIP6, 8080), 2*time.Second)
-			if err != nil {
-				t.Fatalf("conn %d to %v: %v", i, f.VIP6, err)
-			}
-			if err := roundTrip(c, "hello", 2*time.Second); err != nil {
-				t.Fatalf("conn %d to %v: %v", i, f.VIP6, err)
-			}
-			abort(c)
-		}
-		used := 0
-		for _, s := range servers {
-			if p := s.Peers(); len(p) > 0 {
-				used++
-				if p[0] != f.LBSource6 {
-					t.Errorf("backend saw client %v, want the LB's SNAT address %v", p[0], f.LBSource6)
-				}
-			}
-		}
-		if used < 2 {
-			t.Errorf("12 connections to the VIP reached %d backends, want several", used)
-		}
+		checkVIPSpreads(t, f, n11.Namespace, netip.AddrPortFrom(f.VIP6, 8080), f.LBSource6, func(h lab.Host) netip.Addr { return h.Addr6 })
 	})
 }
 

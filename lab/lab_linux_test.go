@@ -179,29 +179,8 @@ func TestFabric(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { f.Clear(context.Background()) })
-		round := func() []uint16 {
-			var mu sync.Mutex
-			var dead []uint16
-			var wg sync.WaitGroup
-			for i := range 24 {
-				p := uint16(42000 + i)
-				wg.Go(func() {
-					c, err := dial(n11.Namespace, netip.AddrPortFrom(n11.Addr, p), netip.AddrPortFrom(n21.Addr, 7002), 400*time.Millisecond)
-					if err == nil {
-						err = roundTrip(c, "x", 400*time.Millisecond)
-						abort(c)
-					}
-					if err != nil {
-						mu.Lock()
-						dead = append(dead, p)
-						mu.Unlock()
-					}
-				})
-			}
-			wg.Wait()
-			slices.Sort(dead)
-			return dead
-		}
+		to := netip.AddrPortFrom(n21.Addr, 7002)
+		round := func() []uint16 { return deadFlows(n11.Namespace, n11.Addr, to, portRange(42000, 24)) }
 		first, second := round(), round()
 		t.Logf("black-holed source ports: %v", first)
 		if len(first) == 0 || len(first) == 24 {
@@ -216,57 +195,14 @@ func TestFabric(t *testing.T) {
 		if err := f.Clear(ctx); err != nil {
 			t.Fatal(err)
 		}
-		var servers []*echoServer
-		for _, n := range f.Nodes() {
-			servers = append(servers, listen(t, n.Namespace, netip.AddrPortFrom(n.Addr, 8080)))
-		}
 		vip := netip.AddrPortFrom(f.VIP, 8080)
-		for i := range 12 {
-			c, err := dial(n11.Namespace, netip.AddrPort{}, vip, 2*time.Second)
-			if err != nil {
-				t.Fatalf("conn %d to VIP: %v", i, err)
+		checkVIPSpreads(t, f, n11.Namespace, vip, f.LBSource, func(h lab.Host) netip.Addr { return h.Addr })
+		checkLBForget(t, n11.Namespace, vip, func() {
+			if err := f.Inject(ctx, lab.Fault{Kind: lab.FaultLBForget}); err != nil {
+				t.Fatal(err)
 			}
-			if err := roundTrip(c, "hello", 2*time.Second); err != nil {
-				t.Fatalf("conn %d to VIP: %v", i, err)
-			}
-			abort(c)
-		}
-		used := 0
-		for _, s := range servers {
-			if p := s.Peers(); len(p) > 0 {
-				used++
-				if p[0] != f.LBSource {
-					t.Errorf("backend saw client %v, want the LB's SNAT address %v", p[0], f.LBSource)
-				}
-			}
-		}
-		if used < 2 {
-			t.Errorf("12 connections to the VIP reached %d backends, want several", used)
-		}
-
-		old, err := dial(n11.Namespace, netip.AddrPort{}, vip, 2*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer abort(old)
-		if err := roundTrip(old, "before", 2*time.Second); err != nil {
-			t.Fatalf("established conn before the fault: %v", err)
-		}
-		if err := f.Inject(ctx, lab.Fault{Kind: lab.FaultLBForget}); err != nil {
-			t.Fatal(err)
-		}
-		defer f.Clear(context.Background())
-		if err := roundTrip(old, "after", time.Second); !isTimeout(err) {
-			t.Errorf("established conn after lb-forget: got %v, want a silent timeout", err)
-		}
-		fresh, err := dial(n11.Namespace, netip.AddrPort{}, vip, 2*time.Second)
-		if err != nil {
-			t.Fatalf("new conn during lb-forget: %v", err)
-		}
-		defer abort(fresh)
-		if err := roundTrip(fresh, "new", 2*time.Second); err != nil {
-			t.Errorf("new conn during lb-forget: %v", err)
-		}
+			t.Cleanup(func() { f.Clear(context.Background()) })
+		})
 	})
 
 	t.Run("LB loss hits the LB path only", func(t *testing.T) {
@@ -540,4 +476,90 @@ func checkControlPlane(t *testing.T, f *lab.Fabric, cp, vip netip.Addr, podCIDR 
 		t.Fatalf("cp -> pod %v: %v", pod, err)
 	}
 	abort(c)
+}
+
+// checkVIPSpreads opens 12 connections from ns to vip, served on every
+// node at addr(node) and vip's port, and checks that several nodes served
+// them, each seeing the LB's SNAT address snat as the client.
+func checkVIPSpreads(t *testing.T, f *lab.Fabric, ns string, vip netip.AddrPort, snat netip.Addr, addr func(lab.Host) netip.Addr) {
+	t.Helper()
+	var servers []*echoServer
+	for _, n := range f.Nodes() {
+		servers = append(servers, listen(t, n.Namespace, netip.AddrPortFrom(addr(n), vip.Port())))
+	}
+	for i := range 12 {
+		c, err := dial(ns, netip.AddrPort{}, vip, 2*time.Second)
+		if err != nil {
+			t.Fatalf("conn %d to %v: %v", i, vip, err)
+		}
+		if err := roundTrip(c, "hello", 2*time.Second); err != nil {
+			t.Fatalf("conn %d to %v: %v", i, vip, err)
+		}
+		abort(c)
+	}
+	used := 0
+	for _, s := range servers {
+		if p := s.Peers(); len(p) > 0 {
+			used++
+			if p[0] != snat {
+				t.Errorf("backend saw client %v, want the LB's SNAT address %v", p[0], snat)
+			}
+		}
+	}
+	if used < 2 {
+		t.Errorf("12 connections to the VIP reached %d backends, want several", used)
+	}
+}
+
+// checkLBForget holds a connection from ns to vip (served already), runs
+// inject (an lb-forget fault), and checks that the connection goes silent
+// while a new one works.
+func checkLBForget(t *testing.T, ns string, vip netip.AddrPort, inject func()) {
+	t.Helper()
+	old, err := dial(ns, netip.AddrPort{}, vip, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer abort(old)
+	if err := roundTrip(old, "before", 2*time.Second); err != nil {
+		t.Fatalf("established conn to %v before the fault: %v", vip, err)
+	}
+	inject()
+	if err := roundTrip(old, "after", time.Second); !isTimeout(err) {
+		t.Errorf("established conn to %v after lb-forget: got %v, want a silent timeout", vip, err)
+	}
+	fresh, err := dial(ns, netip.AddrPort{}, vip, 2*time.Second)
+	if err != nil {
+		t.Fatalf("new conn to %v during lb-forget: %v", vip, err)
+	}
+	defer abort(fresh)
+	if err := roundTrip(fresh, "new", 2*time.Second); err != nil {
+		t.Errorf("new conn to %v during lb-forget: %v", vip, err)
+	}
+}
+
+// deadFlows tries one connection and round trip per source port from
+// src in ns to to, all at once, and returns the ports whose flow failed
+// within 400 ms.
+func deadFlows(ns string, src netip.Addr, to netip.AddrPort, ports []uint16) []uint16 {
+	var mu sync.Mutex
+	var dead []uint16
+	var wg sync.WaitGroup
+	for _, p := range ports {
+		wg.Go(func() {
+			c, err := dial(ns, netip.AddrPortFrom(src, p), to, 400*time.Millisecond)
+			if err == nil {
+				err = roundTrip(c, "x", 400*time.Millisecond)
+				abort(c)
+			}
+			if err != nil {
+				mu.Lock()
+				dead = append(dead, p)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(dead)
+	return dead
 }
