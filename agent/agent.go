@@ -69,9 +69,12 @@ func TargetsFromConfig(c *config.Agent) []Target {
 // Agent is the per-node prober process: it probes its targets, keeps the
 // results in sliding windows and serves them.
 type Agent struct {
-	cfg   *config.Agent
-	log   *slog.Logger
-	src   netip.Addr // the first source: the agent's address
+	cfg *config.Agent
+	log *slog.Logger
+	src netip.Addr // the first source: the agent's address
+	// addrs are every source as observations report them, nil for a
+	// single-stack agent.
+	addrs []string
 	reg   *prometheus.Registry
 	m     *metrics
 	http2 *http2Metrics
@@ -257,7 +260,11 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) openEngines() error {
 	p := a.cfg.Probing
 	unmatched := map[probe.Protocol][]*probe.Unmatched{}
-	for _, src := range a.cfg.SourceAddrs() {
+	srcs := a.cfg.SourceAddrs()
+	for _, src := range srcs {
+		if len(srcs) > 1 {
+			a.addrs = append(a.addrs, src.String())
+		}
 		e := &engines{src: src}
 		a.fams[api.FamilyOf(src)] = e
 		var err error

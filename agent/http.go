@@ -80,7 +80,7 @@ func (a *Agent) Observations() api.Observations {
 		SchemaVersion: api.SchemaVersion,
 		Agent: api.Agent{
 			Name: a.cfg.Name, Class: a.cfg.Class, Address: a.src.String(),
-			Addresses: a.addresses(), Version: Version,
+			Addresses: a.addrs, Version: Version,
 		},
 		Time:          now,
 		WindowSeconds: a.cfg.Probing.Window.D().Seconds(),
@@ -128,17 +128,4 @@ func (a *Agent) Observations() api.Observations {
 		obs.Targets = append(obs.Targets, at)
 	}
 	return obs
-}
-
-// addresses lists the agent's sources when it has more than one family.
-func (a *Agent) addresses() []string {
-	srcs := a.cfg.SourceAddrs()
-	if len(srcs) < 2 {
-		return nil
-	}
-	out := make([]string, len(srcs))
-	for i, s := range srcs {
-		out[i] = s.String()
-	}
-	return out
 }

@@ -63,6 +63,17 @@ func FamilyOf(addr netip.Addr) string {
 	return FamilyIPv6
 }
 
+// FamilyName is how a person writes family: IPv4, IPv6.
+func FamilyName(family string) string {
+	switch family {
+	case FamilyIPv4:
+		return "IPv4"
+	case FamilyIPv6:
+		return "IPv6"
+	}
+	return family
+}
+
 // AddressFamily is the family of a textual address: IPv6 when it holds a
 // colon, else IPv4. It parses nothing, for the matrix's hot path; the
 // report's family field, when set, wins over it.

@@ -302,8 +302,7 @@ func (c *Agent) SourceFor(family string) netip.Addr {
 // (Kubernetes discovery, or an unspecified listen address Validate
 // reports on its own).
 func (c *Agent) probesFamily(family string) bool {
-	srcs := c.SourceAddrs()
-	if len(srcs) == 1 && srcs[0].IsUnspecified() || len(srcs) == 0 {
+	if srcs := c.SourceAddrs(); len(srcs) == 0 || len(srcs) == 1 && srcs[0].IsUnspecified() {
 		return true
 	}
 	return c.SourceFor(family).IsValid()

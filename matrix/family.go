@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/netprober/prober/api"
 )
 
 // Localize names what drops packets, from the reports fresh at now, and
@@ -109,23 +111,12 @@ func mergeFamilies(fams []string, byFam [][]Suspect) []Suspect {
 			s.Family = ""
 		case len(f.listed) == 1:
 			s.Family = f.listed[0]
-			s.Evidence.Detail = strings.TrimSpace(s.Evidence.Detail + " (" + familyName(s.Family) + " only: its other family's flows did not list it)")
+			s.Evidence.Detail = strings.TrimSpace(s.Evidence.Detail + " (" + api.FamilyName(s.Family) + " only: its other family's flows did not list it)")
 		}
 		out = append(out, s)
 	}
 	sortSuspects(out)
 	return out
-}
-
-// familyName is how a person writes a family.
-func familyName(f string) string {
-	switch f {
-	case "ipv4":
-		return "IPv4"
-	case "ipv6":
-		return "IPv6"
-	}
-	return f
 }
 
 // remember sets each suspect's Since: the first round of the current run

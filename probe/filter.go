@@ -29,21 +29,19 @@ func tcpPortFilter(ipv6 bool, base, n uint16) []bpf.Instruction {
 // Exceeded and Destination Unreachable (RFC 792: 11 and 3; RFC 4443: 3
 // and 1).
 func icmpErrorFilter(ipv6 bool) []bpf.Instruction {
-	if ipv6 {
-		return []bpf.Instruction{
-			bpf.LoadAbsolute{Off: 0, Size: 1}, // a = ICMPv6 type
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: icmp6TimeExceeded, SkipTrue: 1},
-			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: icmp6DestUnreachable, SkipTrue: 1},
-			bpf.RetConstant{Val: 0xffff},
-			bpf.RetConstant{Val: 0},
-		}
-	}
-	return []bpf.Instruction{
+	load := []bpf.Instruction{
 		bpf.LoadMemShift{Off: 0},          // x = IP header length
 		bpf.LoadIndirect{Off: 0, Size: 1}, // a = ICMP type
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: icmpTimeExceeded, SkipTrue: 1},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: icmpDestUnreachable, SkipTrue: 1},
+	}
+	var timeExceeded, unreachable uint32 = icmpTimeExceeded, icmpDestUnreachable
+	if ipv6 {
+		load = []bpf.Instruction{bpf.LoadAbsolute{Off: 0, Size: 1}} // a = ICMPv6 type
+		timeExceeded, unreachable = icmp6TimeExceeded, icmp6DestUnreachable
+	}
+	return append(load,
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: timeExceeded, SkipTrue: 1},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unreachable, SkipTrue: 1},
 		bpf.RetConstant{Val: 0xffff},
 		bpf.RetConstant{Val: 0},
-	}
+	)
 }

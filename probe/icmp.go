@@ -97,7 +97,7 @@ func (e *ICMP) Privileged() bool { return e.privileged }
 // Probe sends one echo request to t and waits up to timeout for the reply.
 func (e *ICMP) Probe(ctx context.Context, t Target, timeout time.Duration) Result {
 	if !sameFamily(e.src, t.Addr) {
-		return Result{Outcome: LocalError, Reason: "config", Err: fmt.Errorf("icmp: target %s is not an %s address like the source %s", t.Addr, familyName(e.src), e.src)}
+		return Result{Outcome: LocalError, Reason: "config", Err: errOtherFamily("icmp", e.src, t.Addr)}
 	}
 	w := &icmpWait{dst: t.Addr, ch: make(chan time.Time, 1)}
 	e.mu.Lock()

@@ -2,7 +2,10 @@ package probe
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
+
+	"github.com/netprober/prober/api"
 )
 
 // An engine is single-family: its source address says which. An agent
@@ -56,12 +59,10 @@ func sameFamily(src, dst netip.Addr) bool {
 	return src.Is4() && dst.Is4() || isIPv6(src) && isIPv6(dst)
 }
 
-// familyName names a's family in messages.
-func familyName(a netip.Addr) string {
-	if a.Is4() {
-		return "IPv4"
-	}
-	return "IPv6"
+// errOtherFamily is what an engine on src says of a target dst of the
+// other family.
+func errOtherFamily(engine string, src, dst netip.Addr) error {
+	return fmt.Errorf("%s: target %s is not an %s address like the source %s", engine, dst, api.FamilyName(api.FamilyOf(src)), src)
 }
 
 // putIPv6Header writes into b[:40] the IPv6 header of a packet of

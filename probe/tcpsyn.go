@@ -246,7 +246,7 @@ func (t *TCPSYN) Probe(ctx context.Context, target Target, sport uint16, timeout
 		return Result{Outcome: LocalError, Reason: "config", Err: fmt.Errorf("tcp_syn: source port %d is not reserved", sport)}
 	}
 	if !sameFamily(t.src, target.Addr) {
-		return Result{Outcome: LocalError, Reason: "config", Err: fmt.Errorf("tcp_syn: target %s is not an %s address like the source %s", target.Addr, familyName(t.src), t.src)}
+		return Result{Outcome: LocalError, Reason: "config", Err: errOtherFamily("tcp_syn", t.src, target.Addr)}
 	}
 	s := &t.slots[i]
 	s.mu.Lock()

@@ -291,7 +291,7 @@ func (tr *Tracer) Trace(ctx context.Context, target Target, sports []uint16, cfg
 		return nil, fmt.Errorf("trace: %w", err)
 	}
 	if !sameFamily(tr.syn.src, target.Addr) {
-		return nil, fmt.Errorf("trace: target %s is not an %s address like the source %s", target.Addr, familyName(tr.syn.src), tr.syn.src)
+		return nil, errOtherFamily("trace", tr.syn.src, target.Addr)
 	}
 	for _, p := range sports {
 		if !tr.syn.reserved(p) {

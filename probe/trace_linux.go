@@ -11,15 +11,12 @@ import "net/netip"
 // Unreachable, the two a traceroute reads, so the reader wakes for
 // nothing else.
 func openICMPRaw(src netip.Addr) (rawSocket, error) {
-	var r *linuxRaw
-	var err error
-	if src.Is4() {
-		// openRaw also sets IP_HDRINCL, which changes nothing here: the
-		// tracer never sends on this socket.
-		r, err = openRaw("ip4:icmp", "trace", src, icmpErrorFilter(false), true)
-	} else {
-		r, err = openRaw("ip6:ipv6-icmp", "trace", src, icmpErrorFilter(true), false)
+	network := "ip4:icmp"
+	if !src.Is4() {
+		network = "ip6:ipv6-icmp"
 	}
+	// No HDRINCL: the tracer never sends on this socket.
+	r, err := openRaw(network, "trace", src, icmpErrorFilter(!src.Is4()), false)
 	if err != nil {
 		return nil, err // not a nil *linuxRaw inside a non-nil interface
 	}

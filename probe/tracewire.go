@@ -135,8 +135,8 @@ func ipv6Header(b []byte, proto uint8) bool {
 // every reply carries back: the TCP sequence number (quoted by Time
 // Exceeded, acknowledged +1 by the destination's SYN-ACK or RST) and, on
 // IPv4, the IP ID (quoted only; IPv6 has no ID outside fragments, and its
-// quotes are matched on the flow label instead). The sequence number's high 16 bits are a nonce
-// drawn per trace of a flow, so an answer to an earlier trace of the same
+// quotes are matched on the flow label instead). The sequence number's
+// high 16 bits are a nonce drawn per trace of a flow, so an answer to an earlier trace of the same
 // 5-tuple never matches a later one (fbtracert encodes a timestamp there
 // for the same reason).
 func traceSeq(nonce uint16, ttl, probe uint8) uint32 {
