@@ -68,8 +68,14 @@ type Evidence struct {
 
 // FlowRef is one example flow.
 type FlowRef struct {
-	Source     string   `json:"source"`
-	Target     string   `json:"target"`
+	Source string `json:"source"`
+	Target string `json:"target"`
+	// Path is the pair's path class and Family its address family;
+	// Protocol is tcp_syn for a traced flow, empty for a pair's probes
+	// over every protocol.
+	Path       string   `json:"path,omitempty"`
+	Family     string   `json:"family,omitempty"`
+	Protocol   string   `json:"protocol,omitempty"`
 	SourcePort uint16   `json:"sourcePort,omitempty"`
 	Sent       uint64   `json:"sent"`
 	Lost       uint64   `json:"lost"`

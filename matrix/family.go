@@ -21,14 +21,16 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 	fresh, _ := m.fresh(now)
 	var suspects []Suspect
 	if fams := familiesOf(fresh); len(fams) <= 1 {
-		suspects = m.localize(fresh)
+		suspects, m.fabric = m.localize(fresh)
 	} else {
 		byFam := make([][]Suspect, len(fams))
+		fabrics := make([]Fabric, len(fams))
 		for i, f := range fams {
-			byFam[i] = m.localize(familyView(fresh, f))
+			byFam[i], fabrics[i] = m.localize(familyView(fresh, f))
 		}
-		suspects = mergeFamilies(fams, byFam)
+		suspects, m.fabric = mergeFamilies(fams, byFam), mergeFabrics(fabrics)
 	}
+	m.fabric.markSuspects(now, suspects)
 	m.remember(now, suspects)
 	return Diagnosis{Time: now, Suspects: suspects}
 }

@@ -69,8 +69,9 @@ func explainPods(r *round, dps []candidate) {
 // localize names what drops packets on the paths of agents' targets: it
 // runs the stages (rules for lb, dataplane and host; the estimator over
 // every traced flow; 007 voting; Pingmesh tier scoring) and merges what
-// they find, highest score first. Localize calls it once per family.
-func (m *Matrix) localize(agents []*agentState) []Suspect {
+// they find, highest score first, with the topology it traced. Localize
+// calls it once per family.
+func (m *Matrix) localize(agents []*agentState) ([]Suspect, Fabric) {
 	fresh := agents
 	r, e := &m.loc.r, &m.loc.e
 	m.build(r, fresh)
@@ -208,7 +209,10 @@ func (m *Matrix) localize(agents []*agentState) []Suspect {
 		suspects = append(suspects, c.Suspect)
 	}
 	sortSuspects(suspects)
-	return suspects
+	if racks == nil && m.cfg.GroupBy == rackLabel {
+		racks = m.hostRacks(fresh)
+	}
+	return suspects, m.fabricOf(r, e, racks)
 }
 
 func sortSuspects(s []Suspect) {
@@ -260,7 +264,9 @@ func (m *Matrix) linkEvidence(r *round, e *estimator, blames []blame, c *candida
 		f := &r.flows[fi]
 		p := &r.pairs[f.pair]
 		a := r.agents[p.agent]
-		ref := FlowRef{Source: a.name, Target: a.targets[p.target].name, SourcePort: f.sourcePort, Sent: f.sent, Lost: f.lost}
+		t := &a.targets[p.target]
+		ref := FlowRef{Source: a.name, Target: t.name, Path: t.path, Family: t.family, Protocol: api.ProtocolTCPSYN,
+			SourcePort: f.sourcePort, Sent: f.sent, Lost: f.lost}
 		for _, h := range a.hops[f.hopStart:f.hopEnd] {
 			if h < 0 {
 				ref.Hops = append(ref.Hops, "")

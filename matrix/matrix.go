@@ -32,6 +32,8 @@ type Matrix struct {
 	since map[string]time.Time
 
 	loc localizer // scratch reused across Localize rounds
+	// fabric is the topology the latest Localize traced.
+	fabric Fabric
 }
 
 // agentState is one agent's latest report, in storage reused from report

@@ -448,7 +448,8 @@ func pairExamples(r *round, ps []int32) []FlowRef {
 			break
 		}
 		a := r.agents[p.agent]
-		out = append(out, FlowRef{Source: a.name, Target: a.targets[p.target].name, Sent: p.sent, Lost: p.lost})
+		t := &a.targets[p.target]
+		out = append(out, FlowRef{Source: a.name, Target: t.name, Path: t.path, Family: t.family, Sent: p.sent, Lost: p.lost})
 	}
 	return out
 }

@@ -1,0 +1,441 @@
+package matrix
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/netprober/prober/api"
+)
+
+// Fabric is the topology the matrix learned from the traced paths of the
+// latest Localize: what the page draws.
+type Fabric struct {
+	Time    time.Time      `json:"time"`
+	Devices []FabricDevice `json:"devices"`
+	Links   []FabricLink   `json:"links"`
+}
+
+// The roles of a FabricDevice.
+const (
+	RoleHost  = "host"  // a node
+	RolePod   = "pod"   // a pod, behind its node
+	RoleToR   = "tor"   // a switch some host hangs off
+	RoleSpine = "spine" // any switch above the ToRs
+	RoleLB    = "lb"    // a VIP or load balancer target
+)
+
+// FabricDevice is one device of the Fabric.
+type FabricDevice struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// Tier is 0 for hosts and pods, 1 for ToRs, one more per switch
+	// above, and the top for LBs.
+	Tier int `json:"tier"`
+	// Parent is a node's ToR or a pod's node, when traced.
+	Parent string `json:"parent,omitempty"`
+	// Group is a host's or pod's matrix group: its rows and columns.
+	Group     string   `json:"group,omitempty"`
+	Addresses []string `json:"addresses,omitempty"`
+	// EstimatedLoss is the worst estimated loss of its links.
+	EstimatedLoss float64 `json:"estimatedLoss"`
+	// Suspect is the kind of the listed suspect of this name, if any.
+	Suspect string `json:"suspect,omitempty"`
+}
+
+// FabricLink is one direction of one link between traced devices.
+type FabricLink struct {
+	From          string  `json:"from"`
+	To            string  `json:"to"`
+	EstimatedLoss float64 `json:"estimatedLoss"`
+	// Flows are the traced flows whose forward path crosses it.
+	Flows   int  `json:"flows"`
+	Suspect bool `json:"suspect,omitempty"`
+}
+
+// Fabric returns the topology of the latest Localize.
+func (m *Matrix) Fabric() Fabric {
+	f := m.fabric
+	if f.Devices == nil {
+		f.Devices, f.Links = []FabricDevice{}, []FabricLink{}
+	}
+	return f
+}
+
+// fabricOf is the topology of round r with the estimator's link losses:
+// hosts under the switch their traces show they hang off, ToRs, and the
+// switches above them tiered by their distance from a ToR.
+func (m *Matrix) fabricOf(r *round, e *estimator, racks map[string]string) Fabric {
+	f := Fabric{Devices: make([]FabricDevice, len(r.devName)), Links: make([]FabricLink, len(r.links))}
+	adj := make([][]int32, len(r.devName))
+	for l, lk := range r.links {
+		loss := 0.0
+		if l < len(e.q) {
+			loss = rateToLoss(e.q[l])
+		}
+		flows := 0
+		if l < len(e.lossyFlows) {
+			flows = int(e.lossyFlows[l] + e.cleanFlows[l])
+		}
+		f.Links[l] = FabricLink{From: r.devName[lk.from], To: r.devName[lk.to], EstimatedLoss: loss, Flows: flows}
+		for _, d := range []int32{lk.from, lk.to} {
+			f.Devices[d].EstimatedLoss = max(f.Devices[d].EstimatedLoss, loss)
+		}
+		if r.isSwitch(lk.from) && r.isSwitch(lk.to) {
+			adj[lk.from] = append(adj[lk.from], lk.to)
+			adj[lk.to] = append(adj[lk.to], lk.from)
+		}
+	}
+	tier := make([]int, len(r.devName))
+	var queue []int32
+	for d := range r.devName {
+		h := int32(d)
+		dev := &f.Devices[d]
+		// A round's address lists are its own, never changed after build.
+		dev.Name, dev.Addresses = r.devName[d], r.devAddr[d]
+		if !r.isHost(h) {
+			continue
+		}
+		dev.Role = RoleHost
+		if a := m.agents[dev.Name]; a != nil {
+			dev.Group = m.agentGroup(a, racks)
+		}
+		if acc := r.devAcc[h]; acc >= 0 && r.isHost(acc) {
+			dev.Role, dev.Parent = RolePod, r.devName[acc]
+		} else if sw := r.switchOf(h); sw >= 0 {
+			dev.Parent = r.devName[sw]
+			if tier[sw] == 0 {
+				tier[sw] = 1
+				queue = append(queue, sw)
+			}
+		}
+	}
+	// The switches above the ToRs, by breadth-first distance.
+	top := 1
+	for len(queue) > 0 {
+		d := queue[0]
+		queue = queue[1:]
+		for _, n := range adj[d] {
+			if tier[n] == 0 {
+				tier[n] = tier[d] + 1
+				top = max(top, tier[n])
+				queue = append(queue, n)
+			}
+		}
+	}
+	for d := range f.Devices {
+		dev := &f.Devices[d]
+		switch {
+		case r.devLB[d]:
+			dev.Role = RoleLB
+		case dev.Role != "":
+		case tier[d] == 1:
+			dev.Role, dev.Tier = RoleToR, 1
+		default:
+			// A switch no traced link joins to a ToR sits one above.
+			dev.Role, dev.Tier = RoleSpine, max(tier[d], 2)
+			top = max(top, dev.Tier)
+		}
+	}
+	for d := range f.Devices {
+		if f.Devices[d].Role == RoleLB {
+			f.Devices[d].Tier = top + 1
+		}
+	}
+	return f
+}
+
+// mergeFabrics joins the families' topologies: a device or link in both
+// is one, with the worse loss and both families' flows.
+func mergeFabrics(fs []Fabric) Fabric {
+	if len(fs) == 1 {
+		return fs[0]
+	}
+	out := Fabric{Devices: []FabricDevice{}, Links: []FabricLink{}}
+	dev := map[string]int{}
+	lnk := map[[2]string]int{}
+	for _, f := range fs {
+		for _, d := range f.Devices {
+			i, ok := dev[d.Name]
+			if !ok {
+				dev[d.Name] = len(out.Devices)
+				out.Devices = append(out.Devices, d)
+				continue
+			}
+			o := &out.Devices[i]
+			o.EstimatedLoss = max(o.EstimatedLoss, d.EstimatedLoss)
+			o.Tier = max(o.Tier, d.Tier)
+			o.Parent, o.Group = cmp.Or(o.Parent, d.Parent), cmp.Or(o.Group, d.Group)
+			for _, a := range d.Addresses {
+				if !slices.Contains(o.Addresses, a) {
+					o.Addresses = append(slices.Clip(o.Addresses), a)
+				}
+			}
+		}
+		for _, l := range f.Links {
+			k := [2]string{l.From, l.To}
+			i, ok := lnk[k]
+			if !ok {
+				lnk[k] = len(out.Links)
+				out.Links = append(out.Links, l)
+				continue
+			}
+			out.Links[i].EstimatedLoss = max(out.Links[i].EstimatedLoss, l.EstimatedLoss)
+			out.Links[i].Flows += l.Flows
+		}
+	}
+	return out
+}
+
+// markSuspects marks the listed suspects' devices and links, and sorts
+// the fabric so that it reads the same every round.
+func (f *Fabric) markSuspects(now time.Time, suspects []Suspect) {
+	f.Time = now
+	for _, s := range suspects {
+		if s.Score < ListScore {
+			continue
+		}
+		if from, to, ok := strings.Cut(s.Name, "->"); ok && s.Kind == KindLink {
+			for i := range f.Links {
+				if f.Links[i].From == from && f.Links[i].To == to {
+					f.Links[i].Suspect = true
+				}
+			}
+			continue
+		}
+		for i := range f.Devices {
+			if f.Devices[i].Name == s.Name && f.Devices[i].Suspect == "" {
+				f.Devices[i].Suspect = s.Kind
+			}
+		}
+	}
+	slices.SortFunc(f.Devices, func(x, y FabricDevice) int {
+		return cmp.Or(cmp.Compare(y.Tier, x.Tier), strings.Compare(x.Name, y.Name))
+	})
+	slices.SortFunc(f.Links, func(x, y FabricLink) int {
+		return cmp.Or(strings.Compare(x.From, y.From), strings.Compare(x.To, y.To))
+	})
+}
+
+// CellRef is one matrix cell (groups, path class, family) whose traced
+// flows cross a device.
+type CellRef struct {
+	Source     string `json:"source"`
+	Target     string `json:"target"`
+	Path       string `json:"path"`
+	Family     string `json:"family"`
+	Flows      int    `json:"flows"`
+	LossyFlows int    `json:"lossyFlows"`
+}
+
+// maxCrossing bounds Crossing's answer: a spine of a 5,000-node fabric
+// is crossed by every rack pair.
+const maxCrossing = 50_000
+
+// Crossing lists the cells, at GroupBy, whose traced flows fresh at now
+// cross device: a device or host name as the diagnosis names it, or a
+// link "from->to". A host's own cells (as source or target) count, and a
+// pod's flows cross its node.
+func (m *Matrix) Crossing(now time.Time, device string) []CellRef {
+	fresh, _ := m.fresh(now)
+	var racks map[string]string
+	if m.cfg.GroupBy == rackLabel {
+		racks = m.hostRacks(fresh)
+	}
+	from, to, isLink := strings.Cut(device, "->")
+	hostName := map[string]string{} // agents' addresses
+	for _, a := range fresh {
+		for _, ad := range append([]string{a.address}, a.addresses...) {
+			if ad != "" {
+				hostName[ad] = a.name
+			}
+		}
+	}
+	// Each traced address is named once per call: a 5,000-node round
+	// holds millions of hops but thousands of addresses.
+	named := make([]string, len(m.addrs))
+	done := make([]bool, len(m.addrs))
+	name := func(id int32) string {
+		if id < 0 || int(id) >= len(named) {
+			return ""
+		}
+		if !done[id] {
+			s := m.addrs[id]
+			named[id], done[id] = cmp.Or(m.deviceOfAddr(s), hostName[s], s), true
+		}
+		return named[id]
+	}
+	type key struct{ src, dst, path, family string }
+	idx := map[key]int{}
+	out := []CellRef{}
+	var names []string
+	for _, a := range fresh {
+		for ti := range a.targets {
+			t := &a.targets[ti]
+			for pi := t.protoStart; pi < t.protoEnd; pi++ {
+				p := &a.protos[pi]
+				for fi := p.flowStart; fi < p.flowEnd; fi++ {
+					f := &a.flows[fi]
+					names = append(names[:0], a.name)
+					if a.node != "" && a.node != a.name {
+						names = append(names, a.node)
+					}
+					for _, h := range a.hops[f.hopStart:f.hopEnd] {
+						names = append(names, name(h))
+					}
+					// The target ends the path: its last hop, or after it.
+					if n := len(names) - 1; n > 0 && (names[n] == t.name || names[n] == t.address) {
+						names[n] = t.name
+					} else {
+						names = append(names, t.name)
+					}
+					if !pathCrosses(names, device, from, to, isLink) {
+						continue
+					}
+					k := key{cmp.Or(m.agentGroup(a, racks), "unknown"), m.targetGroup(t, racks), t.path, t.family}
+					i, ok := idx[k]
+					if !ok {
+						if len(out) == maxCrossing {
+							continue
+						}
+						i = len(out)
+						idx[k] = i
+						out = append(out, CellRef{Source: k.src, Target: k.dst, Path: k.path, Family: k.family})
+					}
+					out[i].Flows++
+					if f.lost > 0 {
+						out[i].LossyFlows++
+					}
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y CellRef) int {
+		return cmp.Or(strings.Compare(x.Path, y.Path), strings.Compare(x.Family, y.Family),
+			strings.Compare(x.Source, y.Source), strings.Compare(x.Target, y.Target))
+	})
+	return out
+}
+
+// pathCrosses says whether the hop names cross device, or the link from
+// -> to.
+func pathCrosses(names []string, device, from, to string, isLink bool) bool {
+	if !isLink {
+		return slices.Contains(names, device)
+	}
+	for i := 1; i < len(names); i++ {
+		if names[i-1] == from && names[i] == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Pair is one (agent, target) pair of a cell.
+type Pair struct {
+	Agent   string `json:"agent"`
+	Target  string `json:"target"`
+	Address string `json:"address"`
+	Path    string `json:"path"`
+	Family  string `json:"family"`
+	Sent    uint64 `json:"sent"`
+	Lost    uint64 `json:"lost"`
+}
+
+// PairFor picks the pair to trace for a cell: among the fresh agents in
+// group source probing a target in group target over path and family,
+// the one whose tcp_syn probes (else any protocol's) lost most. ok is
+// false when no fresh agent probes such a target.
+func (m *Matrix) PairFor(now time.Time, source, target, path, family string) (Pair, bool) {
+	fresh, _ := m.fresh(now)
+	var racks map[string]string
+	if m.cfg.GroupBy == rackLabel {
+		racks = m.hostRacks(fresh)
+	}
+	var best Pair
+	bestRank, found := [3]uint64{}, false
+	for _, a := range fresh {
+		if cmp.Or(m.agentGroup(a, racks), "unknown") != source {
+			continue
+		}
+		for ti := range a.targets {
+			t := &a.targets[ti]
+			if t.path != path || t.family != family || m.targetGroup(t, racks) != target {
+				continue
+			}
+			p := Pair{Agent: a.name, Target: t.name, Address: t.address, Path: t.path, Family: t.family}
+			var syn uint64
+			for pi := t.protoStart; pi < t.protoEnd; pi++ {
+				st := &a.protos[pi].stats
+				p.Sent += st.Sent
+				p.Lost += st.Lost
+				if a.protos[pi].protocol == api.ProtocolTCPSYN {
+					syn = st.Lost + 1 // a pair probed over tcp_syn has flows to trace
+				}
+			}
+			rank := [3]uint64{syn, p.Lost, p.Sent}
+			if !found || slices.Compare(rank[:], bestRank[:]) > 0 {
+				best, bestRank, found = p, rank, true
+			}
+		}
+	}
+	return best, found
+}
+
+// Focus is the view a page opens on: where the trouble is.
+type Focus struct {
+	Path     string `json:"path"`
+	Protocol string `json:"protocol"`
+	Family   string `json:"family"`
+	Why      string `json:"why"`
+}
+
+// FocusOf is the path class, protocol and family of the top listed
+// suspect's example flows (traced flows are tcp_syn), else of the worst
+// group cell; nil when no cell has data.
+func FocusOf(s Snapshot, d Diagnosis) *Focus {
+	for _, sp := range d.Listed() {
+		for _, ex := range sp.Evidence.Examples {
+			if ex.Path == "" {
+				continue
+			}
+			proto := ex.Protocol
+			if proto == "" {
+				proto = worstProtocol(s, ex.Path, ex.Family)
+			}
+			return &Focus{Path: ex.Path, Protocol: proto, Family: ex.Family,
+				Why: "the evidence of the top suspect, " + sp.Kind + " " + sp.Name}
+		}
+	}
+	var worst *Cell
+	for i := range s.Groups {
+		c := &s.Groups[i]
+		if c.Sent == 0 {
+			continue
+		}
+		if worst == nil || c.LossRatio > worst.LossRatio || c.LossRatio == worst.LossRatio && c.Lost > worst.Lost {
+			worst = c
+		}
+	}
+	if worst == nil {
+		return nil
+	}
+	why := "the worst cell, " + worst.Source + " to " + worst.Target
+	if worst.Lost == 0 {
+		why = "no cell loses"
+	}
+	return &Focus{Path: worst.Path, Protocol: worst.Protocol, Family: worst.Family, Why: why}
+}
+
+// worstProtocol is the protocol of the lossiest group cell of path and
+// family: a rule's example is a pair, over every protocol.
+func worstProtocol(s Snapshot, path, family string) string {
+	best, ratio := api.ProtocolTCPSYN, -1.0
+	for _, c := range s.Groups {
+		if c.Path == path && c.Family == family && c.Sent > 0 && c.LossRatio > ratio {
+			best, ratio = c.Protocol, c.LossRatio
+		}
+	}
+	return best
+}
