@@ -39,8 +39,11 @@ func (a *Agent) newServer() (*http.Server, error) {
 		variant: observationsVariant,
 		gen:     a.gen.Load,
 	}))
+	// A trace on demand costs the switches what the periodic ones do:
+	// only the matrix may ask, like the observations (docs/agent.md).
+	mux.Handle("POST "+api.TracePath, a.pull.guard(http.HandlerFunc(a.serveTrace)))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintf(w, "prober agent %s (%s)\n\n/metrics\n/healthz\n%s\n", a.cfg.Name, Version, api.ObservationsPath)
+		fmt.Fprintf(w, "prober agent %s (%s)\n\n/metrics\n/healthz\n%s\nPOST %s?target=NAME&family=ipv4|ipv6\n", a.cfg.Name, Version, api.ObservationsPath, api.TracePath)
 	})
 	srv, err := probe.NewResponder(a.conns.limit(mux), a.responderConfig())
 	if err != nil {

@@ -21,6 +21,7 @@ const (
 	traceNew      = "new"      // never traced
 	tracePeriodic = "periodic" // its path is older than probing.trace.interval
 	traceLoss     = "loss"     // it lost a probe since its last trace (007)
+	traceRequest  = "request"  // the matrix asked, for an operator (ondemand.go)
 )
 
 // lossRetrace is the least time between two loss-triggered traces of one
@@ -42,12 +43,21 @@ type paths struct {
 	traces  *prometheus.CounterVec
 	changes prometheus.Counter
 
+	// request lets one trace on demand run at a time (ondemand.go).
+	request sync.Mutex
+
 	mu     sync.Mutex
 	flows  map[flowKey]*flowPath
 	lossy  map[flowKey]bool // lost a probe since the last trace
 	tokens float64
 	filled time.Time
 	jobs   []traceJob // tick's, reused
+	// life is run's context, nil before it starts: a trace on demand
+	// ends with it, since the tracers' readers do.
+	life context.Context
+	// requestEnd is when the trace on demand running ends at the
+	// latest, for the Retry-After of the next.
+	requestEnd time.Time
 }
 
 type flowKey struct {
@@ -86,7 +96,7 @@ func newPaths(a *Agent) (*paths, error) {
 		a: a, trs: trs, cfg: cfg, tc: a.cfg.TraceConfig(),
 		traces: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "prober_traceroutes_total",
-			Help: "Flow traceroutes started, by reason: new, periodic, loss.",
+			Help: "Flow traceroutes started, by reason: new, periodic, loss, request.",
 		}, []string{"reason"}),
 		changes: f.NewCounter(prometheus.CounterOpts{
 			Name: "prober_path_changes_total",
@@ -114,9 +124,12 @@ func (p *paths) run(ctx context.Context) error {
 	for _, tr := range p.trs {
 		go func() { done <- tr.Run(ctx) }()
 	}
-	for _, r := range []string{traceNew, tracePeriodic, traceLoss} {
+	for _, r := range []string{traceNew, tracePeriodic, traceLoss, traceRequest} {
 		p.traces.WithLabelValues(r)
 	}
+	p.mu.Lock()
+	p.life = ctx
+	p.mu.Unlock()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -160,10 +173,7 @@ func (p *paths) tick(ctx context.Context) {
 	now := p.a.now()
 	p.a.mu.Lock()
 	p.mu.Lock()
-	// Refill the bucket: budgetPerMinute per minute, at most one minute's.
-	budget := float64(p.cfg.BudgetPerMinute)
-	p.tokens = min(budget, p.tokens+now.Sub(p.filled).Minutes()*budget)
-	p.filled = now
+	p.refill(now)
 	jobs := p.jobs[:0]
 	if n := int(p.tokens); n > 0 {
 		for _, t := range p.a.targets {
@@ -201,6 +211,14 @@ func (p *paths) tick(ctx context.Context) {
 		}
 		p.trace(ctx, j)
 	}
+}
+
+// refill adds the tokens earned since the last refill: budgetPerMinute
+// per minute, at most one minute's. p.mu is held.
+func (p *paths) refill(now time.Time) {
+	budget := float64(p.cfg.BudgetPerMinute)
+	p.tokens = min(budget, p.tokens+now.Sub(p.filled).Minutes()*budget)
+	p.filled = now
 }
 
 // keepFirst inserts j into jobs, which is in trace order, and keeps the
@@ -263,27 +281,39 @@ func (p *paths) trace(ctx context.Context, j traceJob) {
 		}
 		return
 	}
-	ft := fts[0]
+	p.keep(j.key, j.target.Addr, fts[0])
+}
+
+// keep makes ft the kept path of flow k to addr, the matrix's next
+// reading of it. A hop inferred from the other flows of a trace on demand
+// is kept silent: the matrix takes a kept hop as heard, and the report
+// of that trace marks the inference itself.
+func (p *paths) keep(k flowKey, addr netip.Addr, ft probe.FlowTrace) {
 	hops := ft.Path()
+	for i, h := range ft.Hops {
+		if h.Inferred {
+			hops[i] = ""
+		}
+	}
 	now := p.a.now()
 	p.a.mu.Lock()
 	defer p.a.mu.Unlock()
-	if t := p.a.targets[j.key.target]; t == nil || t.Addr != j.target.Addr {
+	if t := p.a.targets[k.target]; t == nil || t.Addr != addr {
 		return // it left while traced: forget has run
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.lossy, j.key)
-	prev := p.flows[j.key]
-	if prev != nil && prev.addr == j.target.Addr {
+	delete(p.lossy, k)
+	prev := p.flows[k]
+	if prev != nil && prev.addr == addr {
 		if !probe.SamePath(prev.hops, hops) {
 			p.changes.Inc()
-			p.a.log.Info("path changed", "peer", j.key.target.name, "family", j.key.target.family, "source_port", j.key.sport, "from", prev.hops, "to", hops)
+			p.a.log.Info("path changed", "peer", k.target.name, "family", k.target.family, "source_port", k.sport, "from", prev.hops, "to", hops)
 		}
 		hops = probe.MergePath(prev.hops, hops)
 	}
-	p.flows[j.key] = &flowPath{
-		addr: j.target.Addr, hops: hops, hash: probe.PathHash(hops),
+	p.flows[k] = &flowPath{
+		addr: addr, hops: hops, hash: probe.PathHash(hops),
 		suspect: ft.Loss(probe.DefaultNoise).SuspectHop, tracedAt: now,
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/probe"
+	"github.com/netprober/prober/tracereport"
 )
 
 const traceSynopsis = "[-4|-6] [--flows N] [--port P] [--probes K] [--max-ttl T] [--json] [--source ADDR] [--matrix-config FILE] HOST"
@@ -150,7 +151,10 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "prober trace: %v\n", err)
 		return exitRuntime
 	}
-	rep, err := newTraceReport(host, dst, src, uint16(*port), cfg, mcfg, fts, time.Since(start))
+	rep, err := tracereport.New(tracereport.Trace{
+		Host: host, Target: dst, Source: src, Port: uint16(*port),
+		ProbesPerHop: cfg.Probes, Duration: time.Since(start), Flows: fts,
+	}, mcfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "prober trace: %v\n", err)
 		return exitRuntime
@@ -164,7 +168,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		return exitOK
 	}
-	rep.print(stdout)
+	rep.Print(stdout)
 	return exitOK
 }
 

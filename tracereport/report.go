@@ -1,13 +1,8 @@
-package main
+package tracereport
 
 import (
-	"fmt"
-	"io"
 	"net/netip"
 	"slices"
-	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/netprober/prober/api"
@@ -15,45 +10,47 @@ import (
 	"github.com/netprober/prober/probe"
 )
 
-// traceReport is what `prober trace` prints: flows grouped by path, and
-// the hops where a lossy flow's break starts.
-type traceReport struct {
-	Host            string      `json:"host"`
-	Target          string      `json:"target"`
-	Port            uint16      `json:"port"`
-	Source          string      `json:"source"`
-	Flows           int         `json:"flowCount"`
-	ProbesPerHop    int         `json:"probesPerHop"`
-	DurationSeconds float64     `json:"durationSeconds"`
-	Paths           []tracePath `json:"paths"`
-	Suspects        []traceSusp `json:"suspects"`
+// Report is what `prober trace` prints: flows grouped by path, and the
+// hops where a lossy flow's break starts. Its JSON is `prober trace
+// --json`'s.
+type Report struct {
+	Host            string    `json:"host"`
+	Target          string    `json:"target"`
+	Port            uint16    `json:"port"`
+	Source          string    `json:"source"`
+	Flows           int       `json:"flowCount"`
+	ProbesPerHop    int       `json:"probesPerHop"`
+	DurationSeconds float64   `json:"durationSeconds"`
+	Paths           []Path    `json:"paths"`
+	Suspects        []Suspect `json:"suspects"`
 	// Inferred are what the matrix's localization names from the flows
 	// alone: what lossy flows cross and clean flows avoid. It needs no
 	// hop to answer past the first, so it stands where rate-limited hops
 	// leave no break to read (docs/trace.md).
 	Inferred  []matrix.FlowSuspect `json:"inferredSuspects"`
 	Unlocated *matrix.Unlocated    `json:"unlocated,omitempty"`
-	FlowList  []traceFlow          `json:"flows"`
+	FlowList  []Flow               `json:"flows"`
 	Unmatched map[string]uint64    `json:"unmatched,omitempty"`
 }
 
-type tracePath struct {
-	Hash        string     `json:"hash"`
-	SourcePorts []uint16   `json:"sourcePorts"`
-	Hops        []traceHop `json:"hops"`
-	Reached     bool       `json:"reached"`
-	Sent        int        `json:"sent"` // end to end, all its flows
-	Received    int        `json:"received"`
-	Loss        float64    `json:"loss"`
-	LossyPorts  []uint16   `json:"lossySourcePorts,omitempty"`
+// Path is the flows that took one path, and their hops' answers summed.
+type Path struct {
+	Hash        string   `json:"hash"`
+	SourcePorts []uint16 `json:"sourcePorts"`
+	Hops        []Hop    `json:"hops"`
+	Reached     bool     `json:"reached"`
+	Sent        int      `json:"sent"` // end to end, all its flows
+	Received    int      `json:"received"`
+	Loss        float64  `json:"loss"`
+	LossyPorts  []uint16 `json:"lossySourcePorts,omitempty"`
 	// SuspectHop indexes Hops: where the lossy flows' break starts.
 	SuspectHop int `json:"suspectHop"`
 
 	addrs []string
 }
 
-// traceFlow is one flow's own path and reading.
-type traceFlow struct {
+// Flow is one flow's own path and reading.
+type Flow struct {
 	SourcePort uint16   `json:"sourcePort"`
 	Hops       []string `json:"hops"`
 	Reached    bool     `json:"reached"`
@@ -66,9 +63,13 @@ type traceFlow struct {
 	InferredTTLs []int `json:"inferredTTLs,omitempty"`
 }
 
-type traceHop struct {
-	TTL        int     `json:"ttl"`
-	Address    string  `json:"address"` // "" when silent
+// Hop is one TTL of a path.
+type Hop struct {
+	TTL     int    `json:"ttl"`
+	Address string `json:"address"` // "" when silent
+	// Name is the device the matrix's hops config names the address
+	// by, so the page and the matrix's suspects speak of one device.
+	Name       string  `json:"name,omitempty"`
 	Sent       int     `json:"sent"`
 	Received   int     `json:"received"`
 	Loss       float64 `json:"loss"`
@@ -78,10 +79,11 @@ type traceHop struct {
 	Inferred int `json:"inferred,omitempty"`
 }
 
-// traceSusp is one hop address where lossy flows' breaks start, with the
+// Suspect is one hop address where lossy flows' breaks start, with the
 // evidence: how that hop answered, and how the destination answered.
-type traceSusp struct {
+type Suspect struct {
 	Address     string   `json:"address"`
+	Name        string   `json:"name,omitempty"` // as Hop's
 	SourcePorts []uint16 `json:"sourcePorts"`
 	HopSent     int      `json:"hopSent"`
 	HopReceived int      `json:"hopReceived"`
@@ -91,13 +93,30 @@ type traceSusp struct {
 	EndLoss     float64  `json:"endToEndLoss"`
 }
 
-func newTraceReport(host string, dst, src netip.Addr, port uint16, cfg probe.TraceConfig, mcfg matrix.Config, fts []probe.FlowTrace, took time.Duration) (traceReport, error) {
-	rep := traceReport{
-		Host: host, Target: dst.String(), Port: port, Source: src.String(), Flows: len(fts),
-		ProbesPerHop: cfg.Probes, DurationSeconds: took.Seconds(), Paths: []tracePath{}, Suspects: []traceSusp{}, FlowList: []traceFlow{},
+// Trace is one traceroute of a target's flows, what New reports on.
+type Trace struct {
+	// Host is the target as it was asked for: a name, or its address.
+	Host         string
+	Target       netip.Addr
+	Source       netip.Addr
+	Port         uint16
+	ProbesPerHop int
+	Duration     time.Duration
+	Flows        []probe.FlowTrace
+}
+
+// New builds the report of tr. The matrix's config names the hops and
+// the inferred suspects, and sets the thresholds of the localization;
+// the zero Config names nothing.
+func New(tr Trace, cfg matrix.Config) (Report, error) {
+	fts := tr.Flows
+	rep := Report{
+		Host: tr.Host, Target: tr.Target.String(), Port: tr.Port, Source: tr.Source.String(), Flows: len(fts),
+		ProbesPerHop: tr.ProbesPerHop, DurationSeconds: tr.Duration.Seconds(), Paths: []Path{}, Suspects: []Suspect{}, FlowList: []Flow{},
 		Inferred: []matrix.FlowSuspect{},
 	}
-	suspects := map[string]*traceSusp{}
+	name := nameOf(cfg)
+	suspects := map[string]*Suspect{}
 	// Flows whose every hop answered make the paths; a flow with silent
 	// hops joins the one path it fits, or stands alone when it fits none
 	// or several.
@@ -108,7 +127,7 @@ func newTraceReport(host string, dst, src netip.Addr, port uint16, cfg probe.Tra
 	for _, ft := range ordered {
 		addrs := ft.Path()
 		lr := ft.Loss(probe.DefaultNoise)
-		tf := traceFlow{SourcePort: ft.SourcePort, Hops: addrs, Reached: ft.Reached,
+		tf := Flow{SourcePort: ft.SourcePort, Hops: addrs, Reached: ft.Reached,
 			Sent: ft.Sent, Received: ft.Received, Lossy: lr.Lossy, SuspectHop: lr.SuspectHop}
 		for _, h := range ft.Hops {
 			if h.Inferred {
@@ -126,7 +145,7 @@ func newTraceReport(host string, dst, src netip.Addr, port uint16, cfg probe.Tra
 			i = -1
 		}
 		if i < 0 {
-			rep.Paths = append(rep.Paths, tracePath{addrs: addrs, Hops: make([]traceHop, len(addrs)), SuspectHop: -1, Reached: ft.Reached})
+			rep.Paths = append(rep.Paths, Path{addrs: addrs, Hops: make([]Hop, len(addrs)), SuspectHop: -1, Reached: ft.Reached})
 			i = len(rep.Paths) - 1
 		}
 		p := &rep.Paths[i]
@@ -156,7 +175,7 @@ func newTraceReport(host string, dst, src netip.Addr, port uint16, cfg probe.Tra
 		key := h.Addr.String()
 		s := suspects[key]
 		if s == nil {
-			s = &traceSusp{Address: key}
+			s = &Suspect{Address: key, Name: name(key)}
 			suspects[key] = s
 		}
 		s.SourcePorts = append(s.SourcePorts, ft.SourcePort)
@@ -171,25 +190,42 @@ func newTraceReport(host string, dst, src netip.Addr, port uint16, cfg probe.Tra
 		p.Loss = ratio(p.Sent, p.Received)
 		for j := range p.Hops {
 			p.Hops[j].Address = p.addrs[j]
+			p.Hops[j].Name = name(p.addrs[j])
 			p.Hops[j].Loss = ratio(p.Hops[j].Sent, p.Hops[j].Received)
 			p.Hops[j].Suspect = j == p.SuspectHop
 		}
 	}
-	slices.SortStableFunc(rep.Paths, func(a, b tracePath) int { return len(b.SourcePorts) - len(a.SourcePorts) })
+	slices.SortStableFunc(rep.Paths, func(a, b Path) int { return len(b.SourcePorts) - len(a.SourcePorts) })
 	for _, s := range suspects {
 		s.HopLoss = ratio(s.HopSent, s.HopReceived)
 		s.EndLoss = ratio(s.EndSent, s.EndReceived)
 		rep.Suspects = append(rep.Suspects, *s)
 	}
-	slices.SortFunc(rep.Suspects, func(a, b traceSusp) int { return len(b.SourcePorts) - len(a.SourcePorts) })
-	slices.SortFunc(rep.FlowList, func(a, b traceFlow) int { return int(a.SourcePort) - int(b.SourcePort) })
-	v, err := inferSuspects(dst, src, mcfg, fts)
+	slices.SortFunc(rep.Suspects, func(a, b Suspect) int { return len(b.SourcePorts) - len(a.SourcePorts) })
+	slices.SortFunc(rep.FlowList, func(a, b Flow) int { return int(a.SourcePort) - int(b.SourcePort) })
+	v, err := inferSuspects(tr.Target, tr.Source, cfg, fts)
 	if err != nil {
 		return rep, err
 	}
 	rep.Inferred = append(rep.Inferred, v.Suspects...)
 	rep.Unlocated = v.Unlocated
 	return rep, nil
+}
+
+// nameOf names a hop address by the matrix's hops config, "" for a
+// silent hop or one it does not cover.
+func nameOf(cfg matrix.Config) func(addr string) string {
+	if len(cfg.Hops) == 0 {
+		return func(string) string { return "" }
+	}
+	lookup := matrix.NewHopNamer(cfg)
+	return func(addr string) string {
+		a, err := netip.ParseAddr(addr)
+		if err != nil {
+			return ""
+		}
+		return lookup(a)
+	}
 }
 
 // inferSuspects runs the matrix's localization over the flows, as if the
@@ -260,109 +296,4 @@ func ratio(sent, recv int) float64 {
 		return 0
 	}
 	return float64(sent-recv) / float64(sent)
-}
-
-func (r traceReport) print(w io.Writer) {
-	fmt.Fprintf(w, "trace to %s (%s) port %d from %s: %d flows, %d probes per hop, %d distinct paths, %s\n",
-		r.Host, r.Target, r.Port, r.Source, r.Flows, r.ProbesPerHop, len(r.Paths), time.Duration(r.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
-	for i, p := range r.Paths {
-		mark := ""
-		if len(p.LossyPorts) > 0 {
-			mark = fmt.Sprintf("  LOSSY: %d of %d flows", len(p.LossyPorts), len(p.SourcePorts))
-		}
-		fmt.Fprintf(w, "\npath %d (%s): %d flows, end-to-end %d/%d answered, loss %s%s\n", i+1, p.Hash[:8], len(p.SourcePorts), p.Received, p.Sent, pct(p.Loss), mark)
-		fmt.Fprintf(w, "  source ports: %s\n", ports(p.SourcePorts))
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  TTL\tADDRESS\tSENT\tRECV\tLOSS\tRTT\t")
-		for _, h := range p.Hops {
-			addr := h.Address
-			if addr == "" {
-				addr = "*"
-			}
-			note := ""
-			switch {
-			case h.Suspect:
-				note = "<- SUSPECT: loss starts after this hop"
-			case h.Inferred > 0:
-				note = fmt.Sprintf("(inferred for %d of %d flows)", h.Inferred, len(p.SourcePorts))
-			}
-			fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\t%s\t%s\n", h.TTL, addr, h.Sent, h.Received, pct(h.Loss), rtt(h.RTTSeconds), note)
-		}
-		tw.Flush()
-		if !p.Reached {
-			fmt.Fprintln(w, "  (destination not reached)")
-		}
-	}
-	if len(r.Suspects)+len(r.Inferred) == 0 && r.Unlocated == nil {
-		fmt.Fprintln(w, "\nno suspects: no flow lost more than noise end to end (silent or lossy middle hops alone are ICMP rate limiting, see docs/trace.md)")
-		return
-	}
-	if len(r.Suspects) > 0 {
-		fmt.Fprintln(w, "\nsuspects (loss starts after these hops):")
-		for _, s := range r.Suspects {
-			fmt.Fprintf(w, "  %s: %d flows (%s); hop answered %d/%d, end to end %d/%d (%s loss)\n",
-				s.Address, len(s.SourcePorts), ports(s.SourcePorts), s.HopReceived, s.HopSent, s.EndReceived, s.EndSent, pct(s.EndLoss))
-		}
-	}
-	r.printInferred(w)
-}
-
-// printInferred prints the suspects named from the flows, those that the
-// same flows cross on one line.
-func (r traceReport) printInferred(w io.Writer) {
-	if len(r.Inferred) > 0 {
-		fmt.Fprintln(w, "\ninferred from the flows (lossy flows cross these and clean flows avoid them; no hop needs to answer):")
-	}
-	done := make([]bool, len(r.Inferred))
-	for i, s := range r.Inferred {
-		if done[i] {
-			continue
-		}
-		var same []string
-		for j := i + 1; j < len(r.Inferred); j++ {
-			o := r.Inferred[j]
-			if !done[j] && slices.Equal(o.Through, s.Through) && slices.Equal(o.Unknown, s.Unknown) {
-				done[j] = true
-				same = append(same, o.Kind+" "+o.Name)
-			}
-		}
-		name := s.Kind + " " + s.Name
-		if addrs := strings.Join(s.Addresses, ","); addrs != s.Name && addrs != "" {
-			name += " (" + addrs + ")"
-		}
-		fmt.Fprintf(w, "  %s: score %.2f; %d flows cross it (%s), %d lossy, %d/%d lost (%s); %d flows avoid it, %d/%d lost\n",
-			name, s.Score, len(s.Through), ports(s.Through), len(s.Lossy),
-			s.Lost, s.Sent, pct(ratio(int(s.Sent), int(s.Sent-s.Lost))), r.Flows-len(s.Through)-len(s.Unknown), s.AvoidLost, s.AvoidSent)
-		if len(s.Unknown) > 0 {
-			fmt.Fprintf(w, "    %d flows may cross it too (a hop of theirs was silent): %s\n", len(s.Unknown), ports(s.Unknown))
-		}
-		if len(same) > 0 {
-			fmt.Fprintf(w, "    the same flows cross %s: from this host they cannot be told apart\n", strings.Join(same, ", "))
-		}
-	}
-	if u := r.Unlocated; u != nil {
-		where := "past the source"
-		if u.Past != "" {
-			where = fmt.Sprintf("past hop %d (%s)", u.PastTTL, u.Past)
-		}
-		fmt.Fprintf(w, "\nunlocated: %d lossy flows (%s) lost %d/%d %s; no hop past it answered to tell their paths from the %d clean flows' (trace again with more --probes or --retries, or from another host)\n",
-			len(u.Lossy), ports(u.Lossy), u.Lost, u.Sent, where, u.Clean)
-	}
-}
-
-func pct(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" }
-
-func rtt(s float64) string {
-	if s == 0 {
-		return "-"
-	}
-	return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
-}
-
-func ports(ps []uint16) string {
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = strconv.Itoa(int(p))
-	}
-	return strings.Join(s, ",")
 }
