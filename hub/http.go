@@ -35,6 +35,13 @@ func (h *Hub) newServer() *http.Server {
 		body, err := h.diagJSON.get(h.gen.Load(), h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.Diagnosis()) })
 		h.writeBody(w, r, body, err)
 	}))
+	mux.HandleFunc("GET "+FabricPath, h.limit(func(w http.ResponseWriter, r *http.Request) {
+		body, err := h.fabricJSON.get(h.gen.Load(), h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.Fabric()) })
+		h.writeBody(w, r, body, err)
+	}))
+	mux.HandleFunc("GET "+FabricCellsPath, h.limit(h.serveCrossing))
+	mux.HandleFunc("GET "+HistoryPath, h.limit(func(w http.ResponseWriter, r *http.Request) { h.writeJSON(w, r, h.History()) }))
+	mux.HandleFunc("POST "+TracePath, h.limit(h.serveTrace))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'")
@@ -120,12 +127,14 @@ type matrixView struct {
 	matrix.Snapshot
 	IntervalSeconds float64 `json:"intervalSeconds"`
 	Pulls           []pull  `json:"pulls"`
+	// Focus is the view the page opens on: where the trouble is.
+	Focus *matrix.Focus `json:"focus,omitempty"`
 }
 
 func (h *Hub) matrixView() matrixView {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	v := matrixView{Snapshot: h.snap, IntervalSeconds: h.cfg.Interval.D().Seconds(), Pulls: []pull{}}
+	v := matrixView{Snapshot: h.snap, IntervalSeconds: h.cfg.Interval.D().Seconds(), Pulls: []pull{}, Focus: h.focus}
 	for _, u := range h.agents {
 		if p := h.pulls[u]; p != nil {
 			v.Pulls = append(v.Pulls, *p)

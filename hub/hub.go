@@ -40,6 +40,9 @@ type Hub struct {
 	m      *matrix.Matrix
 	snap   matrix.Snapshot
 	diag   matrix.Diagnosis
+	fabric matrix.Fabric
+	focus  *matrix.Focus // the view the page opens on
+	hist   history
 	agents []string          // base URLs pulled each round
 	names  map[string]string // agent name by URL, from discovery
 	pods   map[string]string // agent pod by agent name, from discovery
@@ -54,9 +57,10 @@ type Hub struct {
 	rounds atomic.Uint64
 	// gen changes with every round and agent list: the cached
 	// responses are of one generation.
-	gen                               atomic.Uint64
-	matrixJSON, diagJSON, metricsText encoded
-	requests, polls                   chan struct{}
+	gen                                           atomic.Uint64
+	matrixJSON, diagJSON, fabricJSON, metricsText encoded
+	requests, polls                               chan struct{}
+	traces                                        tracing
 }
 
 // pull is the outcome of the latest pull of one agent.
@@ -136,6 +140,7 @@ func New(cfg *config.Matrix, logger *slog.Logger, opts Options) (*Hub, error) {
 		h.auth = newAgentAuth(keys, cfg.Kubernetes.Namespace, cfg.Kubernetes.AgentServiceAccount, secret)
 	}
 	h.diag.Suspects = []matrix.Suspect{}
+	h.fabric = h.m.Fabric()
 	h.agents = slices.Clone(cfg.Agents)
 	h.met = newHubMetrics(h.reg, h)
 	if h.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
@@ -244,6 +249,8 @@ func (h *Hub) Round(ctx context.Context) {
 	h.snap = h.m.Snapshot(now)
 	prev := h.diag
 	h.diag = h.m.Localize(now)
+	h.fabric, h.focus = h.m.Fabric(), matrix.FocusOf(h.snap, h.diag)
+	h.hist.record(now, h.diag)
 	h.rounds.Add(1)
 	h.gen.Add(1)
 	h.mu.Unlock()
