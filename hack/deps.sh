@@ -54,3 +54,10 @@ apt_install containerd containerd
 apt_install runc runc
 apt_install containernetworking-plugins /usr/lib/cni/ptp
 apt_install iptables iptables
+
+# The matrix page's browser tests (package hub/browsertest) drive Debian's
+# headless Chromium over the DevTools protocol; no test tool downloads a
+# browser of its own. fonts-liberation is only recommended by it, and
+# without a font the failure screenshots show no text.
+apt_install chromium /usr/bin/chromium
+apt_install fonts-liberation /usr/share/fonts/truetype/liberation
