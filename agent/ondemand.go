@@ -132,6 +132,9 @@ func (p *paths) traceNow(ctx context.Context, name, family string) (api.TraceRes
 	defer context.AfterFunc(life, cancel)()
 	tc := p.tc
 	tc.Concurrency = n // all at once: the rate still bounds the probes
+	// Someone waits for this one, as for prober trace: re-probe the hops
+	// rate-limited routers left silent, a second apart, within the cap.
+	tc.Retries = min(probe.DefaultTraceRetries, 255-tc.Probes)
 	start := time.Now()
 	fts, err := p.trs[key.family].Trace(ctx, probe.Target{Addr: t.Addr, Port: t.Port}, t.ports, tc)
 	switch {

@@ -121,7 +121,7 @@ func (h *Hub) serveTrace(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fail.err.Error(), fail.status)
 		return
 	}
-	rep, err := h.traceReport(res)
+	rep, err := h.traceReport(res, p.Flows)
 	if err != nil {
 		http.Error(w, fmt.Sprintf("agent %s's trace: %v", p.Agent, err), http.StatusBadGateway)
 		return
@@ -189,6 +189,7 @@ func (h *Hub) askTrace(ctx context.Context, base string, p matrix.Pair) (api.Tra
 
 // traceReport is the agent's trace as `prober trace` reports it, its hops
 // named by the matrix's hops.
-func (h *Hub) traceReport(res api.TraceResult) (tracereport.Report, error) {
-	return tracereport.NewFromResult(res, h.cfg.MatrixConfig())
+// What the matrix holds of the pair's flows weighs in the inference.
+func (h *Hub) traceReport(res api.TraceResult, known map[uint16]matrix.PairFlow) (tracereport.Report, error) {
+	return tracereport.NewFromResult(res, h.cfg.MatrixConfig(), known)
 }

@@ -168,13 +168,14 @@ func TestPageViews(t *testing.T) {
 					Address, Name string
 				}
 			}
-			Inferred []matrix.FlowSuspect `json:"inferredSuspects"`
+			Inferred     []matrix.FlowSuspect `json:"inferredSuspects"`
+			WindowProbes uint64               `json:"windowProbes"`
 		} `json:"report"`
 	}
 	if err := json.Unmarshal([]byte(body), &tv); err != nil {
 		t.Fatal(err)
 	}
-	if tv.Agent != "n11" || tv.Target != "n21" || len(tv.Report.Paths) != 2 {
+	if tv.Agent != "n11" || tv.Target != "n21" || len(tv.Report.Paths) != 2 || tv.Report.WindowProbes != 400 {
 		t.Errorf("trace view %s", body)
 	}
 	named := false

@@ -38,7 +38,8 @@ type FabricDevice struct {
 	// Group is a host's or pod's matrix group: its rows and columns.
 	Group     string   `json:"group,omitempty"`
 	Addresses []string `json:"addresses,omitempty"`
-	// EstimatedLoss is the worst estimated loss of its links.
+	// EstimatedLoss is a suspect's own estimated loss, else the lower
+	// median of its links' estimated losses.
 	EstimatedLoss float64 `json:"estimatedLoss"`
 	// Suspect is the kind of the listed suspect of this name, if any.
 	Suspect string `json:"suspect,omitempty"`
@@ -69,6 +70,18 @@ func (m *Matrix) Fabric() Fabric {
 func (m *Matrix) fabricOf(r *round, e *estimator, racks map[string]string) Fabric {
 	f := Fabric{Devices: make([]FabricDevice, len(r.devName)), Links: make([]FabricLink, len(r.links))}
 	adj := make([][]int32, len(r.devName))
+	// Each device's links' losses, flat by device (CSR): its colour is
+	// their lower median. The worst link painted every ToR under a lossy
+	// spine as lossy as the spine: a ToR's one bad uplink is the spine's.
+	start := make([]int32, len(r.devName)+1)
+	for _, lk := range r.links {
+		start[lk.from+1]++
+		start[lk.to+1]++
+	}
+	for d := range r.devName {
+		start[d+1] += start[d]
+	}
+	losses, fill := make([]float64, start[len(r.devName)]), slices.Clone(start[:len(r.devName)])
 	for l, lk := range r.links {
 		loss := 0.0
 		if l < len(e.q) {
@@ -80,11 +93,18 @@ func (m *Matrix) fabricOf(r *round, e *estimator, racks map[string]string) Fabri
 		}
 		f.Links[l] = FabricLink{From: r.devName[lk.from], To: r.devName[lk.to], EstimatedLoss: loss, Flows: flows}
 		for _, d := range []int32{lk.from, lk.to} {
-			f.Devices[d].EstimatedLoss = max(f.Devices[d].EstimatedLoss, loss)
+			losses[fill[d]] = loss
+			fill[d]++
 		}
 		if r.isSwitch(lk.from) && r.isSwitch(lk.to) {
 			adj[lk.from] = append(adj[lk.from], lk.to)
 			adj[lk.to] = append(adj[lk.to], lk.from)
+		}
+	}
+	for d := range r.devName {
+		if ls := losses[start[d]:start[d+1]]; len(ls) > 0 {
+			slices.Sort(ls)
+			f.Devices[d].EstimatedLoss = ls[(len(ls)-1)/2]
 		}
 	}
 	tier := make([]int, len(r.devName))
@@ -206,7 +226,7 @@ func (f *Fabric) markSuspects(now time.Time, suspects []Suspect) {
 		}
 		for i := range f.Devices {
 			if f.Devices[i].Name == s.Name && f.Devices[i].Suspect == "" {
-				f.Devices[i].Suspect = s.Kind
+				f.Devices[i].Suspect, f.Devices[i].EstimatedLoss = s.Kind, s.EstimatedLoss
 			}
 		}
 	}
@@ -341,6 +361,16 @@ type Pair struct {
 	Family  string `json:"family"`
 	Sent    uint64 `json:"sent"`
 	Lost    uint64 `json:"lost"`
+	// Flows are its tcp_syn flows by source port, as the matrix holds
+	// them: what a trace of the pair adds to its own few probes.
+	Flows map[uint16]PairFlow `json:"-"`
+}
+
+// PairFlow is what the matrix holds of one flow: its probes in the window
+// and the path its agent's traces found ("" for a hop never heard).
+type PairFlow struct {
+	Stats api.Stats
+	Hops  []string
 }
 
 // PairFor picks the pair to trace for a cell: among the fresh agents in
@@ -354,6 +384,8 @@ func (m *Matrix) PairFor(now time.Time, source, target, path, family string) (Pa
 		racks = m.hostRacks(fresh)
 	}
 	var best Pair
+	var bestAgent *agentState
+	var bestProto int32
 	bestRank, found := [3]uint64{}, false
 	for _, a := range fresh {
 		if cmp.Or(m.agentGroup(a, racks), "unknown") != source {
@@ -366,18 +398,35 @@ func (m *Matrix) PairFor(now time.Time, source, target, path, family string) (Pa
 			}
 			p := Pair{Agent: a.name, Target: t.name, Address: t.address, Path: t.path, Family: t.family}
 			var syn uint64
+			proto := int32(-1)
 			for pi := t.protoStart; pi < t.protoEnd; pi++ {
 				st := &a.protos[pi].stats
 				p.Sent += st.Sent
 				p.Lost += st.Lost
 				if a.protos[pi].protocol == api.ProtocolTCPSYN {
-					syn = st.Lost + 1 // a pair probed over tcp_syn has flows to trace
+					syn, proto = st.Lost+1, pi // a pair probed over tcp_syn has flows to trace
 				}
 			}
 			rank := [3]uint64{syn, p.Lost, p.Sent}
 			if !found || slices.Compare(rank[:], bestRank[:]) > 0 {
-				best, bestRank, found = p, rank, true
+				best, bestAgent, bestProto, bestRank, found = p, a, proto, rank, true
 			}
+		}
+	}
+	if found && bestProto >= 0 {
+		pr := &bestAgent.protos[bestProto]
+		best.Flows = map[uint16]PairFlow{}
+		for fi := pr.flowStart; fi < pr.flowEnd; fi++ {
+			f := &bestAgent.flows[fi]
+			pf := PairFlow{Stats: api.Stats{Sent: f.sent, Lost: f.lost}}
+			for _, h := range bestAgent.hops[f.hopStart:f.hopEnd] {
+				if h < 0 {
+					pf.Hops = append(pf.Hops, "")
+				} else {
+					pf.Hops = append(pf.Hops, m.addrs[h])
+				}
+			}
+			best.Flows[f.sourcePort] = pf
 		}
 	}
 	return best, found

@@ -94,6 +94,13 @@ func TestFabricView(t *testing.T) {
 	if len(lbs) != 1 {
 		t.Errorf("lbs %v, want one", lbs)
 	}
+	// Innocent ToRs and hosts under the lossy spine are not coloured
+	// like it: one lossy uplink each is the spine's.
+	for _, dv := range f.Devices {
+		if dv.Name != name && (dv.Role == matrix.RoleToR || dv.Role == matrix.RoleHost) && dv.EstimatedLoss > byName[name].EstimatedLoss/2 {
+			t.Errorf("innocent %s %s: estimated loss %.4f, the lossy spine's %.4f", dv.Role, dv.Name, dv.EstimatedLoss, byName[name].EstimatedLoss)
+		}
+	}
 	var worst matrix.FabricLink
 	for _, l := range f.Links {
 		if l.EstimatedLoss > worst.EstimatedLoss {

@@ -69,6 +69,10 @@ const (
 	DefaultTraceConcurrency = 16
 	// DefaultTraceRetryGap is Linux's default net.ipv4.icmp_ratelimit.
 	DefaultTraceRetryGap = time.Second
+	// DefaultTraceRetries is the retry rounds of a trace a person waits
+	// for (prober trace, a trace from the matrix's page): rate-limited
+	// routers fill in a second at a time. Periodic traces take none.
+	DefaultTraceRetries = 8
 	// MaxTraceTTL and MaxTraceProbes bound MaxTTL and Probes (Check);
 	// config and the trace command take them from here.
 	MaxTraceTTL    = 64

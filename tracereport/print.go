@@ -68,7 +68,11 @@ func named(addr, name string) string {
 // same flows cross on one line.
 func (r Report) printInferred(w io.Writer) {
 	if len(r.Inferred) > 0 {
-		fmt.Fprintln(w, "\ninferred from the flows (lossy flows cross these and clean flows avoid them; no hop needs to answer):")
+		from := ""
+		if r.WindowProbes > 0 {
+			from = fmt.Sprintf(", with their %d probes of the agent's window and their earlier traces", r.WindowProbes)
+		}
+		fmt.Fprintf(w, "\ninferred from the flows%s (lossy flows cross these and clean flows avoid them; no hop needs to answer):\n", from)
 	}
 	done := make([]bool, len(r.Inferred))
 	for i, s := range r.Inferred {

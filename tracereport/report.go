@@ -31,6 +31,9 @@ type Report struct {
 	Unlocated *matrix.Unlocated    `json:"unlocated,omitempty"`
 	FlowList  []Flow               `json:"flows"`
 	Unmatched map[string]uint64    `json:"unmatched,omitempty"`
+	// WindowProbes are the probes of the agent's window the inference
+	// added to the trace's own (Trace.Window).
+	WindowProbes uint64 `json:"windowProbes,omitempty"`
 }
 
 // Path is the flows that took one path, and their hops' answers summed.
@@ -103,6 +106,11 @@ type Trace struct {
 	ProbesPerHop int
 	Duration     time.Duration
 	Flows        []probe.FlowTrace
+	// Known is, by source port, what the matrix holds of each flow: its
+	// probes over the agent's window, which the inference adds to the
+	// trace's handful, and the path its earlier traces found, which
+	// fills the hops this trace heard nothing from (rate-limited ICMP).
+	Known map[uint16]matrix.PairFlow
 }
 
 // New builds the report of tr. The matrix's config names the hops and
@@ -203,7 +211,12 @@ func New(tr Trace, cfg matrix.Config) (Report, error) {
 	}
 	slices.SortFunc(rep.Suspects, func(a, b Suspect) int { return len(b.SourcePorts) - len(a.SourcePorts) })
 	slices.SortFunc(rep.FlowList, func(a, b Flow) int { return int(a.SourcePort) - int(b.SourcePort) })
-	v, err := inferSuspects(tr.Target, tr.Source, cfg, fts)
+	for _, ft := range fts {
+		if k, ok := tr.Known[ft.SourcePort]; ok && k.Stats.Lost <= k.Stats.Sent {
+			rep.WindowProbes += k.Stats.Sent
+		}
+	}
+	v, err := inferSuspects(tr.Target, tr.Source, cfg, fts, tr.Known)
 	if err != nil {
 		return rep, err
 	}
@@ -231,12 +244,16 @@ func nameOf(cfg matrix.Config) func(addr string) string {
 // inferSuspects runs the matrix's localization over the flows, as if the
 // tracing host were an agent that had probed them: one algorithm for the
 // matrix and the trace.
-func inferSuspects(dst, src netip.Addr, mcfg matrix.Config, fts []probe.FlowTrace) (matrix.FlowsVerdict, error) {
+func inferSuspects(dst, src netip.Addr, mcfg matrix.Config, fts []probe.FlowTrace, known map[uint16]matrix.PairFlow) (matrix.FlowsVerdict, error) {
 	tcp := api.Protocol{Protocol: api.ProtocolTCPSYN}
 	lossy := false
 	gw := sharedFirstHop(fts)
 	for _, ft := range fts {
+		k, isKnown := known[ft.SourcePort]
 		hops := ft.Path()
+		if isKnown {
+			hops = probe.MergePath(k.Hops, hops)
+		}
 		if len(hops) > 1 && hops[0] == "" && gw != "" {
 			hops[0] = gw
 		}
@@ -248,10 +265,13 @@ func inferSuspects(dst, src netip.Addr, mcfg matrix.Config, fts []probe.FlowTrac
 			}
 		}
 		st := api.Stats{Sent: uint64(ft.Sent), Lost: uint64(ft.Sent - ft.Received)}
+		if isKnown && k.Stats.Lost <= k.Stats.Sent {
+			st.Sent, st.Lost = st.Sent+k.Stats.Sent, st.Lost+k.Stats.Lost
+		}
 		tcp.Flows = append(tcp.Flows, api.Flow{SourcePort: ft.SourcePort, Stats: st, Path: &api.FlowPath{Hops: hops, SuspectHop: -1}})
 		tcp.Sent += st.Sent
 		tcp.Lost += st.Lost
-		lossy = lossy || probe.DefaultNoise.Lossy(ft.Sent, ft.Sent-ft.Received)
+		lossy = lossy || probe.DefaultNoise.Lossy(int(st.Sent), int(st.Lost))
 	}
 	if !lossy {
 		return matrix.FlowsVerdict{}, nil

@@ -40,7 +40,9 @@ func FromResult(res api.TraceResult) ([]probe.FlowTrace, error) {
 
 // NewFromResult is the report of an agent's on-demand trace: New over
 // FromResult, the target named as the agent's plan names it.
-func NewFromResult(res api.TraceResult, cfg matrix.Config) (Report, error) {
+// known is what the matrix holds of the flows (Trace.Known); nil for
+// nothing.
+func NewFromResult(res api.TraceResult, cfg matrix.Config, known map[uint16]matrix.PairFlow) (Report, error) {
 	fts, err := FromResult(res)
 	if err != nil {
 		return Report{}, err
@@ -57,7 +59,7 @@ func NewFromResult(res api.TraceResult, cfg matrix.Config) (Report, error) {
 		Host: res.Target, Target: dst, Source: src,
 		Port: res.Port, ProbesPerHop: res.ProbesPerHop,
 		Duration: time.Duration(res.DurationSeconds * float64(time.Second)),
-		Flows:    fts,
+		Flows:    fts, Known: known,
 	}, cfg)
 }
 

@@ -70,7 +70,7 @@ func TestReportFromResult(t *testing.T) {
 			}
 		}
 	}
-	rep, err := NewFromResult(got, cfg)
+	rep, err := NewFromResult(got, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestReportFromResultRefuses(t *testing.T) {
 	}
 	res = asResult(lossyTrace(t))
 	res.Flows[0].Hops[0].Received = 2 // of 1 sent
-	if _, err := NewFromResult(res, matrix.Config{}); err == nil {
+	if _, err := NewFromResult(res, matrix.Config{}, nil); err == nil {
 		t.Error("NewFromResult took more answers than probes")
 	}
 }
@@ -120,7 +120,7 @@ func FuzzNewFromResult(f *testing.F) {
 		if json.Unmarshal(b, &res) != nil {
 			return
 		}
-		rep, err := NewFromResult(res, cfg)
+		rep, err := NewFromResult(res, cfg, nil)
 		if err != nil {
 			return
 		}

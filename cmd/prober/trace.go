@@ -33,7 +33,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	port := fs.Int("port", 80, "destination TCP port")
 	probes := fs.Int("probes", probe.DefaultTraceProbes, "probes per hop and flow, 1..100")
 	maxTTL := fs.Int("max-ttl", probe.DefaultTraceMaxTTL, "last TTL tried, 1..64")
-	retries := fs.Int("retries", 8, "at most this many extra rounds, a second apart, for hops still in doubt (routers rate-limit ICMP); a flow stops once none is")
+	retries := fs.Int("retries", probe.DefaultTraceRetries, "at most this many extra rounds, a second apart, for hops still in doubt (routers rate-limit ICMP); a flow stops once none is")
 	rate := fs.Float64("rate", probe.DefaultTraceRate, "probes per second, all flows together")
 	timeout := fs.Duration("timeout", probe.DefaultTraceTimeout, "how long an answer may take")
 	asJSON := fs.Bool("json", false, "print one JSON object")
