@@ -26,18 +26,15 @@ func (h *Hub) newServer() *http.Server {
 	mux.HandleFunc("GET /metrics", h.limit(h.serveMetrics))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET "+MatrixPath, h.limit(func(w http.ResponseWriter, r *http.Request) {
-		body, err := h.matrixJSON.get(h.gen.Load(), h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.matrixView()) })
-		h.writeBody(w, r, body, err)
+		h.serveCached(w, r, &h.matrixJSON, h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.matrixView()) })
 	}))
 	mux.HandleFunc("GET "+api.PlanPath, h.limit(h.servePlan))
 	mux.HandleFunc("GET "+api.AgentPlanPath+"{name}", h.limitPolls(h.serveAgentPlan))
 	mux.HandleFunc("GET "+matrix.DiagnosisPath, h.limit(func(w http.ResponseWriter, r *http.Request) {
-		body, err := h.diagJSON.get(h.gen.Load(), h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.Diagnosis()) })
-		h.writeBody(w, r, body, err)
+		h.serveCached(w, r, &h.diagJSON, h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.Diagnosis()) })
 	}))
 	mux.HandleFunc("GET "+FabricPath, h.limit(func(w http.ResponseWriter, r *http.Request) {
-		body, err := h.fabricJSON.get(h.gen.Load(), h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.Fabric()) })
-		h.writeBody(w, r, body, err)
+		h.serveCached(w, r, &h.fabricJSON, h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.Fabric()) })
 	}))
 	mux.HandleFunc("GET "+FabricCellsPath, h.limit(h.serveCrossing))
 	mux.HandleFunc("GET "+HistoryPath, h.limit(func(w http.ResponseWriter, r *http.Request) { h.writeJSON(w, r, h.History()) }))
