@@ -61,6 +61,7 @@ type Hub struct {
 	matrixJSON, diagJSON, fabricJSON, metricsText encoded
 	requests, polls                               chan struct{}
 	traces                                        tracing
+	cross                                         crossings
 }
 
 // pull is the outcome of the latest pull of one agent.
@@ -112,6 +113,7 @@ func New(cfg *config.Matrix, logger *slog.Logger, opts Options) (*Hub, error) {
 		owner:    map[string]string{},
 		requests: make(chan struct{}, maxRequests),
 		polls:    make(chan struct{}, maxPolls),
+		cross:    crossings{once: make(chan struct{}, 1)},
 		owned:    map[string]string{},
 		client: &http.Client{Timeout: cfg.Timeout.D(), Transport: opts.Transport,
 			// An agent that redirects is answering for another address.

@@ -222,3 +222,31 @@ func TestFocus(t *testing.T) {
 		t.Error("focus outside the cells")
 	}
 }
+
+// BenchmarkCrossing5000 is the page's "cells a device's flows cross" at
+// 5,000 nodes, for a spine (every rack pair) and a ToR; the hub runs it
+// under its lock, so it bounds how long a click delays a round.
+func BenchmarkCrossing5000(b *testing.B) {
+	fab, err := matrixsim.New(matrixsim.Config{Racks: 125, NodesPerRack: 40, Spines: 8, LB: true,
+		FlowsPerTarget: 4, ProbesPerFlow: 2, SilentHop: 0.05, Background: 1e-4})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, _ := matrix.New(matrix.Config{GroupBy: "rack", Hops: fab.Hops()})
+	for _, o := range fab.Observations(matrixsim.Fault{Kind: matrixsim.Healthy}, 1) {
+		m.Observe(t0, o)
+	}
+	for _, dev := range []string{matrixsim.SpineName(3), matrixsim.TorName(7)} {
+		b.Run(dev, func(b *testing.B) {
+			b.ReportAllocs()
+			var cells []matrix.CellRef
+			for b.Loop() {
+				cells = m.Crossing(t0, dev)
+			}
+			if len(cells) == 0 {
+				b.Fatalf("no cell crosses %s", dev)
+			}
+			b.ReportMetric(float64(len(cells)), "cells")
+		})
+	}
+}
