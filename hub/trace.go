@@ -65,14 +65,8 @@ func (t *tracing) done(agent string) {
 // TraceView is the answer of TracePath: the pair traced and the report,
 // as `prober trace --json` prints it.
 type TraceView struct {
-	Agent   string `json:"agent"`
-	Target  string `json:"target"`
-	Address string `json:"address"`
-	Path    string `json:"path"`
-	Family  string `json:"family"`
-	// Sent and Lost are the pair's probes in the matrix's window.
-	Sent   uint64             `json:"sent"`
-	Lost   uint64             `json:"lost"`
+	// Pair is the pair traced, with its probes in the matrix's window.
+	matrix.Pair
 	Report tracereport.Report `json:"report"`
 }
 
@@ -126,8 +120,7 @@ func (h *Hub) serveTrace(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("agent %s's trace: %v", p.Agent, err), http.StatusBadGateway)
 		return
 	}
-	h.writeJSON(w, r, TraceView{Agent: p.Agent, Target: p.Target, Address: p.Address, Path: p.Path, Family: p.Family,
-		Sent: p.Sent, Lost: p.Lost, Report: rep})
+	h.writeJSON(w, r, TraceView{Pair: p, Report: rep})
 }
 
 // traceFailure is why a trace failed: the status to answer with and the
