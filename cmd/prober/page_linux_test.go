@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
 	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/hub/browsertest"
 	"github.com/netprober/prober/lab"
@@ -81,6 +84,14 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the fabric marks %v, not %s/device", marked, spine)
+	}
+
+	// By keyboard alone: Enter on the spine picks it, and the matrix
+	// outlines the cells whose flows cross it.
+	b.Run(chromedp.Focus(chromedp.CSS(`#fabric [data-device="`+spine+`"]`)), chromedp.KeyEvent(kb.Enter))
+	b.WaitUntil(`document.querySelectorAll("#grid .hl").length > 0`, 30*time.Second)
+	if dev := b.Text("#device"); !strings.Contains(dev, spine) {
+		t.Errorf("Enter on %s shows:\n%s", spine, dev)
 	}
 
 	// Clicking a red cell traces its lossiest pair and names the spine:
