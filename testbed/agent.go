@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/netprober/prober/api"
@@ -29,6 +30,13 @@ const AgentPort = config.DefaultPort
 // families. Change the result for anything else: another target
 // (VIPTarget), TLS, another port.
 func AgentConfig(self lab.Host, p config.Probing, targets ...lab.Host) *config.Agent {
+	return agentConfig(self, api.Families, p, targets...)
+}
+
+// agentConfig is AgentConfig over the address families fams only: the
+// agent sends from self's address of each of fams it has, and probes
+// each target at its address of each of those families.
+func agentConfig(self lab.Host, fams []string, p config.Probing, targets ...lab.Host) *config.Agent {
 	c := &config.Agent{
 		Name:    self.Name,
 		Class:   self.Class,
@@ -37,19 +45,44 @@ func AgentConfig(self lab.Host, p config.Probing, targets ...lab.Host) *config.A
 		Log:     "json",
 		Probing: p,
 	}
-	if self.Addr6.IsValid() {
-		// Peers ping it over both families: Go listens on both at the
-		// unspecified address, as the chart's agents do.
-		c.Source = self.Addr.String() + "," + self.Addr6.String()
+	srcs := hostAddrs(self, fams)
+	if len(srcs) != 1 || srcs[0] != self.Addr {
+		// Dual-stack, or IPv6 alone: peers reach it over IPv6, so it
+		// listens at the unspecified address, where Go listens on both
+		// families, as the chart's agents do. Its first source is where
+		// the harness (and the matrix) reach it.
+		var list []string
+		for _, a := range srcs {
+			list = append(list, a.String())
+		}
+		c.Source = strings.Join(list, ",")
 		c.Listen = netip.AddrPortFrom(netip.IPv4Unspecified(), AgentPort).String()
 	}
+	srcFams := make([]string, 0, len(srcs))
+	for _, a := range srcs {
+		srcFams = append(srcFams, api.FamilyOf(a))
+	}
 	for _, t := range targets {
-		c.Targets = append(c.Targets, config.Target{Name: t.Name, Address: t.Addr.String(), Class: t.Class, Port: AgentPort, Labels: hostLabels(t)})
-		if self.Addr6.IsValid() && t.Addr6.IsValid() {
-			c.Targets = append(c.Targets, config.Target{Name: t.Name, Address: t.Addr6.String(), Class: t.Class, Port: AgentPort, Labels: hostLabels(t)})
+		for _, a := range hostAddrs(t, srcFams) {
+			c.Targets = append(c.Targets, config.Target{Name: t.Name, Address: a.String(), Class: t.Class, Port: AgentPort, Labels: hostLabels(t)})
 		}
 	}
 	return c
+}
+
+// hostAddrs are h's addresses of the families fams, in their order.
+func hostAddrs(h lab.Host, fams []string) []netip.Addr {
+	var out []netip.Addr
+	for _, f := range fams {
+		a := h.Addr
+		if f == api.FamilyIPv6 {
+			a = h.Addr6
+		}
+		if a.IsValid() {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // hostLabels are a lab host's labels. No rack: as on a cluster whose

@@ -7,8 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/hub"
 	"github.com/netprober/prober/lab"
@@ -26,6 +29,15 @@ type FabricSpec struct {
 	// Interval is the agents' probe interval; Window the agents' window
 	// and the matrix's.
 	Interval, Window time.Duration
+	// Families are the address families the agents probe over
+	// (api.FamilyIPv4, api.FamilyIPv6): each agent sends from its
+	// address of each and probes each peer, and the VIP, once per
+	// family. Nil: every family the lab numbers. {api.FamilyIPv6} on a
+	// dual-stack lab is an IPv6 single-stack cluster's data plane (the
+	// lab always numbers IPv4 too, but no probe uses it); its agents
+	// still listen on both families, and the matrix pulls each at its
+	// IPv6 address.
+	Families []string
 	// Listen is the matrix's address (page, JSON, metrics) in this
 	// process's network namespace; "127.0.0.1:0" picks a port.
 	Listen string
@@ -95,9 +107,43 @@ func (s FabricSpec) agentProbing() config.Probing {
 	}
 }
 
+// families are the address families the agents probe over: the spec's,
+// else every family the lab numbers.
+func (s FabricSpec) families() []string {
+	if s.Families != nil {
+		return s.Families
+	}
+	if s.Lab.IPv6 {
+		return api.Families
+	}
+	return []string{api.FamilyIPv4}
+}
+
+// checkFamilies says what is wrong with the spec's Families, all of it.
+func (s FabricSpec) checkFamilies() error {
+	if s.Families != nil && len(s.Families) == 0 {
+		return errors.New("fabric: families: empty; nil probes over every family the lab numbers")
+	}
+	var errs []error
+	seen := map[string]bool{}
+	for i, f := range s.Families {
+		switch {
+		case !slices.Contains(api.Families, f):
+			errs = append(errs, fmt.Errorf("fabric: families[%d]: %q not one of %s", i, f, strings.Join(api.Families, ", ")))
+		case seen[f]:
+			errs = append(errs, fmt.Errorf("fabric: families[%d]: %q twice", i, f))
+		case f == api.FamilyIPv6 && !s.Lab.IPv6:
+			errs = append(errs, fmt.Errorf("fabric: families[%d]: %q needs a lab with IPv6 (lab.Spec.IPv6)", i, f))
+		}
+		seen[f] = true
+	}
+	return errors.Join(errs...)
+}
+
 // agentConfig is a host's agent configuration: nodes probe every other
 // node and the LB's VIP; pods probe every other pod and every node (the
-// paths seed 004's engineer compared by hand).
+// paths seed 004's engineer compared by hand); all of them over each of
+// the spec's families.
 func (r *Fabric) agentConfig(h lab.Host) *config.Agent {
 	var targets []lab.Host
 	for _, t := range r.fab.Hosts {
@@ -106,15 +152,19 @@ func (r *Fabric) agentConfig(h lab.Host) *config.Agent {
 		}
 		targets = append(targets, t)
 	}
+	fams := r.spec.families()
 	p := r.spec.agentProbing()
-	if r.fab.Spec.IPv6 {
-		p.MaxTargets *= 2 // every peer twice, once per family
-	}
-	c := AgentConfig(h, p, targets...)
-	if h.Class == lab.ClassNode && r.fab.VIP.IsValid() {
-		c.Targets = append(c.Targets, VIPTarget(r.fab.VIP))
-		if r.fab.VIP6.IsValid() {
-			c.Targets = append(c.Targets, VIPTarget(r.fab.VIP6))
+	p.MaxTargets *= len(fams) // every peer once per family
+	c := agentConfig(h, fams, p, targets...)
+	if h.Class == lab.ClassNode {
+		for _, f := range fams {
+			vip := r.fab.VIP
+			if f == api.FamilyIPv6 {
+				vip = r.fab.VIP6
+			}
+			if vip.IsValid() {
+				c.Targets = append(c.Targets, VIPTarget(vip))
+			}
 		}
 	}
 	return c

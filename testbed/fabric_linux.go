@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/netprober/prober/config"
@@ -25,6 +26,9 @@ func StartFabric(ctx context.Context, s FabricSpec) (r *Fabric, err error) {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
+	if err := s.checkFamilies(); err != nil {
+		return nil, err
+	}
 	r = &Fabric{spec: s}
 	defer func() {
 		if err != nil {
@@ -34,8 +38,8 @@ func StartFabric(ctx context.Context, s FabricSpec) (r *Fabric, err error) {
 	}()
 	step := func(format string, args ...any) { fmt.Fprintf(s.Out, "==> "+format+"\n", args...) }
 	ls := s.Lab
-	step("building the fabric: %d spines, %d racks x %d nodes, %d pod(s) per node, LB %v (namespaces %s-*)",
-		ls.Spines, ls.Racks, ls.NodesPerRack, max(ls.PodsPerNode, 0), ls.LB, ls.Prefix)
+	step("building the fabric: %d spines, %d racks x %d nodes, %d pod(s) per node, LB %v, probes over %s (namespaces %s-*)",
+		ls.Spines, ls.Racks, ls.NodesPerRack, max(ls.PodsPerNode, 0), ls.LB, strings.Join(s.families(), "+"), ls.Prefix)
 	if err := lab.Down(ls.Prefix); err != nil {
 		return r, fmt.Errorf("removing an earlier lab: %w", err)
 	}

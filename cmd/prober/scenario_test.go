@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -54,23 +55,62 @@ func (sc scenario) innocent(d matrix.Diagnosis) *matrix.Suspect {
 // matrix, and the seeds' faults one after the other on the same fabric.
 // It runs on IPv4, then dual-stack (issue 18): every agent probes every
 // peer over both families, the fabric's faults drop both, and a spine
-// that drops IPv6 only must be named with its family.
+// that drops IPv6 only must be named with its family. Then IPv6 alone,
+// as on an IPv6 single-stack cluster: the lab numbers both families, the
+// agents probe over IPv6 only, and every suspect is named without a
+// family.
 func TestScenarios(t *testing.T) {
 	labtest.NeedNetAdmin(t)
-	t.Run("ipv4", func(t *testing.T) { runSuite(t, false) })
-	t.Run("dual-stack", func(t *testing.T) { runSuite(t, true) })
+	t.Run("ipv4", func(t *testing.T) {
+		runSuite(t, suite{timeout: 14 * time.Minute, healthy: 2 * time.Minute,
+			scenarios: func(ctx context.Context, r *testbed.Fabric) []scenario {
+				return append(scenarios(), seedScenarios(ctx, r)...)
+			}})
+	})
+	t.Run("dual-stack", func(t *testing.T) {
+		// The seeds' own checks read IPv4 cells; the fabric's faults drop
+		// both families, and the family faults are the new ones.
+		runSuite(t, suite{ipv6: true, timeout: 14 * time.Minute, healthy: 2 * time.Minute,
+			scenarios: func(context.Context, *testbed.Fabric) []scenario {
+				return append(scenarios(), familyScenarios()...)
+			}})
+	})
+	t.Run("ipv6", func(t *testing.T) {
+		// A third fabric in CI, so it is bounded: a one-minute healthy
+		// phase (four windows; the two-minute soak under the ICMP rate
+		// limit is the other runs') and three of the faults, a spine, a
+		// ToR and a link, each of which drops both families.
+		runSuite(t, suite{ipv6: true, families: []string{api.FamilyIPv6}, timeout: 8 * time.Minute, healthy: time.Minute,
+			scenarios: func(context.Context, *testbed.Fabric) []scenario {
+				return singleStack(pick(t, scenarios(), "lossy spine 5%", "lossy ToR", "lossy link"))
+			}})
+	})
 }
 
-func runSuite(t *testing.T, dualStack bool) {
+// suite is one run of TestScenarios.
+type suite struct {
+	// ipv6 numbers the lab from 2001:2::/48 too (lab.Spec.IPv6);
+	// families are the agents' (testbed.FabricSpec.Families), nil for
+	// every family the lab numbers.
+	ipv6     bool
+	families []string
+	// timeout bounds the whole run; healthy is the first phase's length.
+	timeout, healthy time.Duration
+	// scenarios are the faults, run after the healthy phase and the
+	// first hops.
+	scenarios func(context.Context, *testbed.Fabric) []scenario
+}
+
+func runSuite(t *testing.T, su suite) {
 	spec := lab.DefaultSpec()
 	spec.Prefix = labtest.Prefix(t)
-	spec.IPv6 = dualStack
+	spec.IPv6 = su.ipv6
 	const window = 15 * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), su.timeout)
 	defer cancel()
 	r, err := testbed.StartFabric(ctx, testbed.FabricSpec{
 		Lab: spec, Prober: testProber(), Interval: 500 * time.Millisecond, Window: window, Listen: "127.0.0.1:0",
-		Out: testWriter{t, &strings.Builder{}},
+		Families: su.families, Out: testWriter{t, &strings.Builder{}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -81,22 +121,37 @@ func runSuite(t *testing.T, dualStack bool) {
 		}
 	}()
 
-	// Healthy first: two minutes with Linux's default ICMP rate limit on
-	// (the lab leaves it on) and no suspect at any round.
+	// Healthy first: with Linux's default ICMP rate limit on (the lab
+	// leaves it on) and no suspect at any round.
 	t.Run("healthy", func(t *testing.T) {
-		deadline := time.Now().Add(2 * time.Minute)
+		deadline := time.Now().Add(su.healthy)
 		for time.Now().Before(deadline) {
 			if d := r.Diagnosis(); len(d.Suspects) > 0 {
 				t.Fatalf("suspect in a healthy fabric: %+v", d.Suspects[0])
 			}
 			time.Sleep(time.Second)
 		}
-		if s := r.Snapshot(); len(s.Groups) == 0 {
-			t.Fatal("the matrix has no cells after two minutes")
+		s := r.Snapshot()
+		if len(s.Groups) == 0 {
+			t.Fatalf("the matrix has no cells after %v", su.healthy)
+		}
+		// An IPv6-only fabric sends no IPv4 probe, though the lab
+		// numbers IPv4 too.
+		if i := slices.IndexFunc(s.Groups, func(c matrix.Cell) bool {
+			return su.families != nil && !slices.Contains(su.families, c.Family)
+		}); i >= 0 {
+			c := s.Groups[i]
+			t.Errorf("cell %s -> %s %s %s over %q, want only %v", c.Source, c.Target, c.Path, c.Protocol, c.Family, su.families)
 		}
 	})
 	// No agent carries a rack label (testbed.hostLabels): a node's rack
-	// is its first hop, which must be its ToR.
+	// is its first hop, which must be its ToR. The agent looks it up in
+	// the routes of its first source's family: an IPv6-only agent's is
+	// the ToR's IPv6 gateway, which Hops names too.
+	wantFam := api.FamilyIPv4
+	if su.families != nil {
+		wantFam = su.families[0]
+	}
 	t.Run("first hops", func(t *testing.T) {
 		hops := r.Lab().Hops()
 		for _, h := range r.Lab().Nodes() {
@@ -105,21 +160,16 @@ func runSuite(t *testing.T, dualStack bool) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tor := "tor" + strings.TrimPrefix(h.Rack, "r"); hops[obs.Agent.FirstHop] != tor || obs.Agent.Labels["rack"] != "" {
-				t.Errorf("%s: first hop %q (%s), rack label %q; want %s's address and no label",
-					h.Name, obs.Agent.FirstHop, hops[obs.Agent.FirstHop], obs.Agent.Labels["rack"], tor)
+			hop, _ := netip.ParseAddr(obs.Agent.FirstHop)
+			if tor := "tor" + strings.TrimPrefix(h.Rack, "r"); hops[obs.Agent.FirstHop] != tor || api.FamilyOf(hop) != wantFam || obs.Agent.Labels["rack"] != "" {
+				t.Errorf("%s: first hop %q (%s), rack label %q; want %s's %s address and no label",
+					h.Name, obs.Agent.FirstHop, hops[obs.Agent.FirstHop], obs.Agent.Labels["rack"], tor, api.FamilyName(wantFam))
 			}
 		}
 	})
 
-	suite := append(scenarios(), seedScenarios(ctx, r)...)
-	if dualStack {
-		// The seeds' own checks read IPv4 cells; the fabric's faults
-		// drop both families, and the family faults are the new ones.
-		suite = append(scenarios(), familyScenarios()...)
-	}
 	var results []string
-	for _, sc := range suite {
+	for _, sc := range su.scenarios(ctx, r) {
 		t.Run(sc.name, func(t *testing.T) {
 			detect, localize, hold, err := runScenario(ctx, r, sc)
 			results = append(results, fmt.Sprintf("%-28s detect %5.1fs  localize %5.1fs  innocent listed in %d of %d rounds  %v",
@@ -165,15 +215,7 @@ func runScenario(ctx context.Context, r *testbed.Fabric, sc scenario) (detect, l
 	var detected time.Duration
 	check := sc.check
 	if check == nil {
-		check = func(d matrix.Diagnosis, _ matrix.Snapshot) error {
-			if len(d.Suspects) == 0 {
-				return fmt.Errorf("no suspect")
-			}
-			if top := d.Suspects[0]; top.Kind != sc.kind || top.Name != sc.suspect {
-				return fmt.Errorf("top suspect %s %q, want %s %q", top.Kind, top.Name, sc.kind, sc.suspect)
-			}
-			return nil
-		}
+		check = topSuspect(sc)
 	}
 	var last error
 	_, err = r.WaitFor(ctx, 90*time.Second, sc.name, func(d matrix.Diagnosis, s matrix.Snapshot) bool {
@@ -212,6 +254,20 @@ func runScenario(ctx context.Context, r *testbed.Fabric, sc scenario) (detect, l
 		return time.Now().After(until)
 	})
 	return detected, localize, hold, errors.Join(err, listed)
+}
+
+// topSuspect is the check of a scenario without one: the diagnosis puts
+// its kind and suspect first.
+func topSuspect(sc scenario) func(matrix.Diagnosis, matrix.Snapshot) error {
+	return func(d matrix.Diagnosis, _ matrix.Snapshot) error {
+		if len(d.Suspects) == 0 {
+			return fmt.Errorf("no suspect")
+		}
+		if top := d.Suspects[0]; top.Kind != sc.kind || top.Name != sc.suspect {
+			return fmt.Errorf("top suspect %s %q, want %s %q", top.Kind, top.Name, sc.kind, sc.suspect)
+		}
+		return nil
+	}
 }
 
 // holdStats counts the rounds of a scenario's hold, and those that
@@ -254,6 +310,47 @@ func familyScenarios() []scenario {
 		{name: "spine drops IPv4 only", faults: []lab.Fault{{Kind: lab.FaultDeviceLoss, Device: "spine3", Permille: 50, Family: api.FamilyIPv4}},
 			kind: matrix.KindDevice, suspect: "spine3", check: family("spine3", api.FamilyIPv4)},
 	}
+}
+
+// pick returns the scenarios of all called names, in the order of names;
+// a name that is not there fails the test.
+func pick(t *testing.T, all []scenario, names ...string) []scenario {
+	t.Helper()
+	var out []scenario
+	for _, n := range names {
+		i := slices.IndexFunc(all, func(sc scenario) bool { return sc.name == n })
+		if i < 0 {
+			t.Fatalf("no scenario %q", n)
+		}
+		out = append(out, all[i])
+	}
+	return out
+}
+
+// singleStack makes each scenario's check also require that no listed
+// suspect carries a family: a single-stack cluster's suspects carry
+// none (a family names the one of two that drops).
+func singleStack(scs []scenario) []scenario {
+	out := slices.Clone(scs)
+	for i := range out {
+		sc := &out[i]
+		check := sc.check
+		if check == nil {
+			check = topSuspect(*sc)
+		}
+		sc.check = func(d matrix.Diagnosis, s matrix.Snapshot) error {
+			if err := check(d, s); err != nil {
+				return err
+			}
+			for _, l := range d.Listed() {
+				if l.Family != "" {
+					return fmt.Errorf("%s %q named with family %q on a single-stack fabric", l.Kind, l.Name, l.Family)
+				}
+			}
+			return nil
+		}
+	}
+	return out
 }
 
 // seedScenarios are the incidents of ../shared/seeds, with checks of their
