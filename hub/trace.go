@@ -83,9 +83,6 @@ func (h *Hub) serveTrace(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "give a cell: source, target, path and family", http.StatusBadRequest)
 		return
 	}
-	if fam == "" {
-		fam = api.FamilyIPv4
-	}
 	h.mu.Lock()
 	p, ok := h.m.PairFor(h.now(), src, dst, path, fam)
 	base := h.owner[p.Agent]

@@ -375,8 +375,8 @@ type PairFlow struct {
 
 // PairFor picks the pair to trace for a cell: among the fresh agents in
 // group source probing a target in group target over path and family,
-// the one whose tcp_syn probes (else any protocol's) lost most. ok is
-// false when no fresh agent probes such a target.
+// the one whose tcp_syn probes (else any protocol's) lost most; family ""
+// is either. ok is false when no fresh agent probes such a target.
 func (m *Matrix) PairFor(now time.Time, source, target, path, family string) (Pair, bool) {
 	fresh, _ := m.fresh(now)
 	var racks map[string]string
@@ -393,7 +393,7 @@ func (m *Matrix) PairFor(now time.Time, source, target, path, family string) (Pa
 		}
 		for ti := range a.targets {
 			t := &a.targets[ti]
-			if t.path != path || t.family != family || m.targetGroup(t, racks) != target {
+			if t.path != path || family != "" && t.family != family || m.targetGroup(t, racks) != target {
 				continue
 			}
 			p := Pair{Agent: a.name, Target: t.name, Address: t.address, Path: t.path, Family: t.family}

@@ -183,6 +183,9 @@ func TestCrossingAndPair(t *testing.T) {
 	if p.Sent > 0 {
 		pairLoss = float64(p.Lost) / float64(p.Sent)
 	}
+	if q, ok := m.PairFor(t0, c.Source, c.Target, c.Path, ""); !ok || q.Agent != p.Agent || q.Target != p.Target {
+		t.Errorf("any family: pair %+v (found %v), want %+v", q, ok, p)
+	}
 	if _, ok := m.PairFor(t0, c.Source, c.Target, api.PathPodToPod, c.Family); ok {
 		t.Errorf("a pair for a path nobody probes")
 	}
