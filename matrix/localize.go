@@ -209,8 +209,8 @@ func (m *Matrix) localize(agents []*agentState) ([]Suspect, Fabric) {
 		suspects = append(suspects, c.Suspect)
 	}
 	sortSuspects(suspects)
-	if racks == nil && m.cfg.GroupBy == rackLabel {
-		racks = m.hostRacks(fresh)
+	if racks == nil {
+		racks = m.groupRacks(fresh)
 	}
 	return suspects, m.fabricOf(r, e, racks)
 }

@@ -109,3 +109,12 @@ func (m *Matrix) agentGroup(a *agentState, racks map[string]string) string {
 	}
 	return a.group
 }
+
+// groupRacks is what agentGroup and targetGroup need of the hosts' racks:
+// hostRacks when grouping by rack, else nothing.
+func (m *Matrix) groupRacks(fresh []*agentState) map[string]string {
+	if m.cfg.GroupBy != rackLabel {
+		return nil
+	}
+	return m.hostRacks(fresh)
+}

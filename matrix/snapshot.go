@@ -62,10 +62,7 @@ const (
 func (m *Matrix) Snapshot(now time.Time) Snapshot {
 	fresh, stale := m.fresh(now)
 	s := Snapshot{Time: now, GroupBy: m.cfg.GroupBy, Agents: []AgentStatus{}, Groups: []Cell{}, Worst: []Cell{}}
-	var racks map[string]string
-	if m.cfg.GroupBy == rackLabel {
-		racks = m.hostRacks(fresh)
-	}
+	racks := m.groupRacks(fresh)
 	for _, a := range fresh {
 		s.Agents = append(s.Agents, AgentStatus{Name: a.name, Group: m.agentGroup(a, racks), State: StateFresh, LastSeen: a.seen})
 	}

@@ -259,10 +259,7 @@ const maxCrossing = 50_000
 // pod's flows cross its node.
 func (m *Matrix) Crossing(now time.Time, device string) []CellRef {
 	fresh, _ := m.fresh(now)
-	var racks map[string]string
-	if m.cfg.GroupBy == rackLabel {
-		racks = m.hostRacks(fresh)
-	}
+	racks := m.groupRacks(fresh)
 	from, to, isLink := strings.Cut(device, "->")
 	hostName := map[string]string{} // agents' addresses
 	for _, a := range fresh {
@@ -379,10 +376,7 @@ type PairFlow struct {
 // is either. ok is false when no fresh agent probes such a target.
 func (m *Matrix) PairFor(now time.Time, source, target, path, family string) (Pair, bool) {
 	fresh, _ := m.fresh(now)
-	var racks map[string]string
-	if m.cfg.GroupBy == rackLabel {
-		racks = m.hostRacks(fresh)
-	}
+	racks := m.groupRacks(fresh)
 	var best Pair
 	var bestAgent *agentState
 	var bestProto int32
