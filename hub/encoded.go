@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -25,8 +24,10 @@ type encoded struct {
 }
 
 // get returns the body for generation gen, encoding it with enc when the
-// cached one is of another generation or older than maxAge.
-func (e *encoded) get(gen uint64, maxAge time.Duration, enc func(*bytes.Buffer) error) ([]byte, error) {
+// cached one is of another generation or older than maxAge; gzipped, and
+// compressed once per body, when gz is set: the matrix of 5,000 nodes is
+// 3.7 MB of JSON, a page's refresh through a port-forward.
+func (e *encoded) get(gen uint64, maxAge time.Duration, enc func(*bytes.Buffer) error, gz bool) ([]byte, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.at.IsZero() || e.gen != gen || time.Since(e.at) > maxAge {
@@ -34,54 +35,31 @@ func (e *encoded) get(gen uint64, maxAge time.Duration, enc func(*bytes.Buffer) 
 		e.err = enc(&buf)
 		e.body, e.gen, e.at, e.gz = buf.Bytes(), gen, time.Now(), nil
 	}
-	return e.body, e.err
-}
-
-// getGzip is get's body gzipped, compressed once per body: the matrix of
-// 5,000 nodes is 3.7 MB of JSON, a page's refresh through a port-forward.
-func (e *encoded) getGzip(gen uint64, maxAge time.Duration, enc func(*bytes.Buffer) error) ([]byte, error) {
-	body, err := e.get(gen, maxAge, enc)
-	if err != nil {
-		return nil, err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.gz == nil && len(e.body) > 0 && len(body) > 0 && &e.body[0] == &body[0] {
-		var buf bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-		zw.Write(body)
-		zw.Close()
-		e.gz = buf.Bytes()
+	if !gz || e.err != nil {
+		return e.body, e.err
 	}
 	if e.gz == nil {
-		return body, errNotGzipped // re-encoded meanwhile: this request takes it plain
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+		zw.Write(e.body)
+		zw.Close()
+		e.gz = buf.Bytes()
 	}
 	return e.gz, nil
 }
 
-var errNotGzipped = errors.New("not gzipped")
-
 // serveCached writes e's body for this generation, gzipped when the
 // client accepts it (and did not ask for ?pretty).
 func (h *Hub) serveCached(w http.ResponseWriter, r *http.Request, e *encoded, maxAge time.Duration, enc func(*bytes.Buffer) error) {
-	gen := h.gen.Load()
 	w.Header().Add("Vary", "Accept-Encoding")
-	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") && !r.URL.Query().Has("pretty") {
-		body, err := e.getGzip(gen, maxAge, enc)
-		if err == nil {
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Content-Encoding", "gzip")
-			w.Write(body)
-			return
-		}
-		if !errors.Is(err, errNotGzipped) {
-			h.writeBody(w, r, nil, err)
-			return
-		}
-		h.writeBody(w, r, body, nil)
+	gz := strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") && !r.URL.Query().Has("pretty")
+	body, err := e.get(h.gen.Load(), maxAge, enc, gz)
+	if gz && err == nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Write(body)
 		return
 	}
-	body, err := e.get(gen, maxAge, enc)
 	h.writeBody(w, r, body, err)
 }
 

@@ -123,10 +123,10 @@ func TestRequestCap(t *testing.T) {
 	encodes := 0
 	enc := func(b *bytes.Buffer) error { encodes++; b.WriteString("{}"); return nil }
 	for range 10 {
-		e.get(1, time.Hour, enc)
+		e.get(1, time.Hour, enc, false)
 	}
-	e.get(2, time.Hour, enc)
-	if body, _ := e.get(2, 0, enc); encodes != 3 || string(body) != "{}" {
+	e.get(2, time.Hour, enc, false)
+	if body, _ := e.get(2, 0, enc, false); encodes != 3 || string(body) != "{}" {
 		t.Errorf("%d encodings for 10 requests of one generation, 1 of another and 1 past its age, want 3", encodes)
 	}
 }

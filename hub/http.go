@@ -109,7 +109,7 @@ func (h *Hub) serveMetrics(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		return nil
-	})
+	}, false)
 	if err != nil {
 		h.log.Error("metrics", "err", err)
 		http.Error(w, "gathering metrics failed: "+err.Error(), http.StatusInternalServerError)
