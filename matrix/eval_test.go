@@ -224,6 +224,11 @@ var (
 	bigFabric = matrixsim.Config{Racks: 64, NodesPerRack: 8, Spines: 8, LB: true,
 		FlowsPerTarget: 4, ProbesPerFlow: 8, SilentHop: 0.01, Background: 1e-4}
 	unlabelled = func() matrixsim.Config { c := evalFabric; c.NoRackLabels = true; return c }()
+	// podFabric runs a prober pod on every node, as the pod DaemonSet
+	// does: the rules comparing a node's pod paths with its node paths,
+	// and a pod with its rack-mates, face ECMP's chance too.
+	podFabric = matrixsim.Config{Racks: 16, NodesPerRack: 8, Spines: 4, LB: true, Pods: true,
+		FlowsPerTarget: 4, ProbesPerFlow: 8, SilentHop: 0.05, Background: 1e-4}
 )
 
 var listRows = []listRow{
@@ -242,11 +247,17 @@ var listRows = []listRow{
 	{name: "10% of agents missing: tor 2%", cfg: evalFabric, kind: matrixsim.ToRLoss, loss: 0.02, missing: 0.1, minPrec: 0.98, minRecall: 0.95},
 	{name: "racks inferred: link 2%", cfg: unlabelled, kind: matrixsim.LinkLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	{name: "racks inferred: tor 2%", cfg: unlabelled, kind: matrixsim.ToRLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "pods: link 5%", cfg: podFabric, kind: matrixsim.LinkLoss, loss: 0.05, minPrec: 0.98, minRecall: 0.95},
+	{name: "pods: link 2%", cfg: podFabric, kind: matrixsim.LinkLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "pods: spine 2%", cfg: podFabric, kind: matrixsim.SpineLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "pods: dataplane 5%", cfg: podFabric, kind: matrixsim.Dataplane, loss: 0.05, minPrec: 0.98, minRecall: 0.95},
+	{name: "pods: dataplane 2%", cfg: podFabric, kind: matrixsim.Dataplane, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	// Healthy rows list nothing: precision is 1 only with no suspect.
 	{name: "healthy", cfg: evalFabric, kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, 8 spines, 64 racks, 1% silent", cfg: bigFabric, kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, 10% of agents missing", cfg: evalFabric, kind: matrixsim.Healthy, missing: 0.1, minPrec: 1},
 	{name: "healthy, racks inferred", cfg: unlabelled, kind: matrixsim.Healthy, minPrec: 1},
+	{name: "healthy, pods", cfg: podFabric, kind: matrixsim.Healthy, minPrec: 1},
 }
 
 // TestListQuality holds the whole list to the goals: every suspect listed

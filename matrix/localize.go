@@ -54,16 +54,27 @@ func (lc *localizer) examples(r *round, e *estimator, l int32) []int32 {
 
 // explainPods takes the flows of the pod paths that dataplane suspects
 // explain out of the fabric's evidence: a node's lossy pod flows cross its
-// ToR and the spines too, which would otherwise share the blame.
-func explainPods(r *round, dps []candidate) {
+// ToR and the spines too, which would otherwise share the blame. It
+// returns the path ends it cut, by flow, for fabricExplains.
+func explainPods(r *round, dps []candidate) map[int32]int32 {
+	var cut map[int32]int32
 	for _, c := range dps {
 		for _, pi := range c.pairs {
 			p := &r.pairs[pi]
 			for fi := p.flowStart; fi < p.flowEnd; fi++ {
-				r.flows[fi].linkEnd = r.flows[fi].linkStart
+				f := &r.flows[fi]
+				if f.linkEnd == f.linkStart {
+					continue
+				}
+				if cut == nil {
+					cut = map[int32]int32{}
+				}
+				cut[fi] = f.linkEnd
+				f.linkEnd = f.linkStart
 			}
 		}
 	}
+	return cut
 }
 
 // localize names what drops packets on the paths of agents' targets: it
@@ -101,8 +112,31 @@ func (m *Matrix) localize(agents []*agentState) ([]Suspect, Fabric) {
 	lbs := lbRule(r, th)
 	dps := dataplaneRule(r, th)
 	hosts := hostRule(r, th, rackOf)
-	explainPods(r, dps)
+	cut := explainPods(r, dps)
 	e.fit(r)
+	podNode := m.podNodes(r)
+	// A node's pods, or a host, whose flows' ECMP hashes happened to
+	// cross a lossy link more often than their peers' did lose more with
+	// nothing wrong of their own: what the fabric's fitted rates predict
+	// for their flows decides.
+	if kept := slices.DeleteFunc(slices.Clone(dps), func(c candidate) bool { return fabricExplains(r, e, th, &c, podNode, cut) }); len(kept) < len(dps) {
+		// The flows of what the fabric explains are its evidence again.
+		for fi, end := range cut {
+			r.flows[fi].linkEnd = end
+		}
+		dps = kept
+		cut = explainPods(r, dps)
+		e.fit(r)
+	}
+	dpNodes := map[string]bool{}
+	for _, c := range dps {
+		dpNodes[c.Name] = true
+	}
+	// A pod behind a node whose dataplane loses is the dataplane's doing
+	// (its own link is the dataplane's veth).
+	hosts = slices.DeleteFunc(hosts, func(c candidate) bool {
+		return dpNodes[podNode[c.dev]] || fabricExplains(r, e, th, &c, podNode, cut)
+	})
 	blames := vote(r, e, th)
 	var ruleHosts []int32
 	for _, c := range hosts {
@@ -118,16 +152,11 @@ func (m *Matrix) localize(agents []*agentState) ([]Suspect, Fabric) {
 
 	// What the rules explain is not the fabric's.
 	ruled := map[int32]bool{}
-	dpNodes := map[string]bool{}
 	for _, c := range slices.Concat(lbs, dps, hosts) {
 		if c.dev >= 0 {
 			ruled[c.dev] = true
 		}
-		if c.Kind == KindDataplane {
-			dpNodes[c.Name] = true
-		}
 	}
-	podNode := m.podNodes(r)
 	for d, n := range podNode {
 		if dpNodes[n] {
 			ruled[d] = true

@@ -43,6 +43,8 @@ type round struct {
 	via       []int32 // bridgeRackMates's scratch: per link, the device between its hosts
 
 	pairs []pair
+	// podEnds is dataplaneRule's scratch: per pair, its pod ends' nodes.
+	podEnds [][2]int32
 
 	// mix[k] is how often each link lies between an entry and an exit
 	// device over the traced flows that enter the fabric at one and

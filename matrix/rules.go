@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -341,95 +342,215 @@ func (h *hostTallies) evidence(r *round, c *candidate, out, in bool) {
 		}
 	}
 	c.Evidence.Examples = pairExamples(r, ps)
+	c.pairs = ps
+}
+
+// fabricExplains reports whether the fabric accounts for the loss of the
+// flows a rule blames c for: whether they lost no more than the fitted
+// rates of the links they cross predict, at the rule's Alpha. The rules
+// compare a node's pod paths with its node paths, a host with its
+// rack-mates, by totals, and a lossy link that the ECMP hashes of one
+// side's few flows happen to cross more often passes that comparison.
+//
+// c's own links (those of its device, its node's pods) are left out of
+// the prediction: they are what it is blamed for. A reply's middle is
+// unknown, so each flow is predicted the lossiest the reply may take: a
+// rule's suspect stays only when the fabric cannot account for its loss
+// even so. cut holds the path ends explainPods took from flows.
+func fabricExplains(r *round, e *estimator, th *Thresholds, c *candidate, podNode map[int32]string, cut map[int32]int32) bool {
+	owner := c.Name
+	if c.Kind == KindHost && c.dev >= 0 && podNode[c.dev] != "" {
+		owner = "" // a pod's own links are its links to its node
+	}
+	own := func(d int32) bool {
+		return d == c.dev || owner != "" && (r.devName[d] == owner || podNode[d] == owner)
+	}
+	rate := func(ls []int32) float64 {
+		q := 0.0
+		for _, l := range ls {
+			if lk := r.links[l]; !own(lk.from) && !own(lk.to) {
+				q += e.q[l]
+			}
+		}
+		return q
+	}
+	var lost, sent, mean float64
+	var revBuf [2 * maxAccess]int32
+	for _, pi := range c.pairs {
+		p := &r.pairs[pi]
+		var rev reversePath
+		revKnown := false
+		for fi := p.flowStart; fi < p.flowEnd; fi++ {
+			f := &r.flows[fi]
+			end := f.linkEnd
+			if x, ok := cut[fi]; ok {
+				end = x
+			}
+			n := float64(f.sent)
+			lost += float64(f.lost)
+			sent += n
+			q := 0.0
+			if f.linkStart != end {
+				q = rate(r.flowLinks[f.linkStart:end])
+				if r.isHost(f.dst) {
+					if !revKnown {
+						rev, revKnown = e.reverse(r, f.src, f.dst), true
+					}
+					if rev.known() {
+						q += rate(rev.links(&revBuf))
+						if rev.mix >= 0 {
+							worst := 0.0
+							for _, cp := range e.components(r, rev.mix) {
+								worst = max(worst, rate(cp.links))
+							}
+							q += worst
+						}
+					}
+				}
+			}
+			mean += n * (1 - (1-th.Healthy)*math.Exp(-q))
+		}
+	}
+	if sent == 0 {
+		return false
+	}
+	return upperTail(lost, sent, min(1, mean/sent)) >= th.Alpha
 }
 
 // dataplaneRule blames a node's pod dataplane (CNI, veth, node
 // forwarding) when the paths to and from its pods lose while its node
 // paths do not. A pod's node comes from its "node" label.
+//
+// One node is blamed at a time, the one losing the most beyond its node
+// paths, and the pairs with its pods are taken out of every tally before
+// the next: a pod-to-pod pair counts for both ends' nodes, and the pods
+// that probe a broken node's pod looked broken too.
 func dataplaneRule(r *round, th *Thresholds) []candidate {
-	type nodeT struct {
-		pod, node tally
-		pairs     []int32
-	}
-	anyPod := false
-	for pi := range r.pairs {
-		if isPodPath(&r.agents[r.pairs[pi].agent].targets[r.pairs[pi].target]) {
-			anyPod = true
-			break
-		}
-	}
-	if !anyPod {
+	if !slices.ContainsFunc(r.pairs, func(p pair) bool { return isPodPath(&r.agents[p.agent].targets[p.target]) }) {
 		return nil
 	}
-	nodes := map[string]*nodeT{}
-	get := func(n string) *nodeT {
-		v := nodes[n]
-		if v == nil {
-			v = &nodeT{}
-			nodes[n] = v
+	// Each pair's nodes: the source's and the target's, for pod paths
+	// (-1: no pod end there), and the node paths' tallies, once.
+	names := map[string]int32{}
+	var nodeNames []string
+	id := func(n string) int32 {
+		v, ok := names[n]
+		if !ok {
+			v = int32(len(nodeNames))
+			names[n] = v
+			nodeNames = append(nodeNames, n)
 		}
 		return v
+	}
+	r.podEnds = resize(r.podEnds, len(r.pairs))
+	ends := r.podEnds
+	var node []tally
+	grow := func() {
+		for len(node) < len(nodeNames) {
+			node = append(node, tally{})
+		}
 	}
 	for pi := range r.pairs {
 		p := &r.pairs[pi]
 		a := r.agents[p.agent]
 		t := &a.targets[p.target]
+		ends[pi] = [2]int32{-1, -1}
 		switch {
 		case isLBPath(t):
 		case isPodPath(t):
 			if a.class == api.ClassPod && a.node != "" {
-				v := get(a.node)
-				v.pod.add(p)
-				v.pairs = append(v.pairs, int32(pi))
+				ends[pi][0] = id(a.node)
 			}
 			if t.class == api.ClassPod && t.node != "" && t.node != a.node {
-				v := get(t.node)
-				v.pod.add(p)
-				v.pairs = append(v.pairs, int32(pi))
+				ends[pi][1] = id(t.node)
 			}
 		default:
-			get(a.name).node.add(p)
+			src := id(a.name)
+			grow()
+			node[src].add(p)
 			if t.name != a.name {
-				get(t.name).node.add(p)
+				dst := id(t.name)
+				grow()
+				node[dst].add(p)
 			}
 		}
 	}
+	grow()
+	pod := make([]tally, len(nodeNames))
+	blamed := make([]bool, len(nodeNames))
 	var out []candidate
-	for _, n := range sortedKeys(nodes) {
-		v := nodes[n]
-		worse, conf := th.clearlyWorse(v.pod, v.node)
-		if !worse {
-			continue
-		}
-		c := candidate{dev: -1, conf: conf, pairs: v.pairs}
-		if d, ok := r.devID[n]; ok {
-			c.dev = d
-		}
-		c.Kind, c.Name = KindDataplane, n
-		c.Addresses = []string{}
-		if c.dev >= 0 {
-			c.Addresses = slices.Clone(r.devAddr[c.dev])
-		}
-		c.EstimatedLoss = v.pod.ratio()
-		// What the node's own paths lose is the fabric's share, which its
-		// pods' paths cross too (a lossy spine): only the loss beyond it
-		// is the dataplane's.
-		c.excess = float64(v.pod.lost) - max(th.Healthy, v.node.ratio())*float64(v.pod.sent)
-		c.Evidence = Evidence{Stage: "rule",
-			Detail:     fmt.Sprintf("paths to and from its pods lose %.2g while its node paths lose %.2g: CNI or node forwarding", v.pod.ratio(), v.node.ratio()),
-			LostProbes: float64(v.pod.lost), SentProbes: float64(v.pod.sent),
-			PValue: upperTail(float64(v.pod.lost), float64(v.pod.sent), th.Healthy)}
-		for _, pi := range v.pairs {
-			if r.pairs[pi].lost > 0 {
-				c.Evidence.LossyFlows++
-			} else {
-				c.Evidence.CleanFlows++
+	for len(out) < maxRuleSuspects {
+		clear(pod)
+		for pi := range r.pairs {
+			e := ends[pi]
+			if e[0] >= 0 && blamed[e[0]] || e[1] >= 0 && blamed[e[1]] {
+				continue
+			}
+			for _, n := range e {
+				if n >= 0 {
+					pod[n].add(&r.pairs[pi])
+				}
 			}
 		}
-		c.Evidence.Examples = pairExamples(r, v.pairs)
-		out = append(out, c)
+		best, bestExcess, bestConf := int32(-1), 0.0, 0.0
+		for n := range int32(len(nodeNames)) {
+			if blamed[n] {
+				continue
+			}
+			worse, conf := th.clearlyWorse(pod[n], node[n])
+			// What the node's own paths lose is the fabric's share,
+			// which its pods' paths cross too (a lossy spine): only the
+			// loss beyond it is the dataplane's.
+			excess := float64(pod[n].lost) - max(th.Healthy, node[n].ratio())*float64(pod[n].sent)
+			if worse && (best < 0 || excess > bestExcess || excess == bestExcess && nodeNames[n] < nodeNames[best]) {
+				best, bestExcess, bestConf = n, excess, conf
+			}
+		}
+		if best < 0 {
+			return out
+		}
+		var ps []int32
+		for pi, e := range ends {
+			if (e[0] == best || e[1] == best) && !(e[0] >= 0 && blamed[e[0]] || e[1] >= 0 && blamed[e[1]]) {
+				ps = append(ps, int32(pi))
+			}
+		}
+		blamed[best] = true
+		out = append(out, dataplaneCandidate(r, th, nodeNames[best], pod[best], node[best], bestExcess, bestConf, ps))
 	}
 	return out
+}
+
+// maxRuleSuspects bounds the suspects the dataplane rule names in a
+// round: each costs a pass over every pair.
+const maxRuleSuspects = 32
+
+// dataplaneCandidate is node n's dataplane suspect, from its pod paths'
+// and node paths' tallies and the pairs it explains.
+func dataplaneCandidate(r *round, th *Thresholds, n string, pod, node tally, excess, conf float64, ps []int32) candidate {
+	c := candidate{dev: -1, conf: conf, excess: excess, pairs: ps}
+	if d, ok := r.devID[n]; ok {
+		c.dev = d
+	}
+	c.Kind, c.Name = KindDataplane, n
+	c.Addresses = []string{}
+	if c.dev >= 0 {
+		c.Addresses = slices.Clone(r.devAddr[c.dev])
+	}
+	c.EstimatedLoss = pod.ratio()
+	c.Evidence = Evidence{Stage: "rule",
+		Detail:     fmt.Sprintf("paths to and from its pods lose %.2g while its node paths lose %.2g: CNI or node forwarding", pod.ratio(), node.ratio()),
+		LostProbes: float64(pod.lost), SentProbes: float64(pod.sent),
+		PValue: upperTail(float64(pod.lost), float64(pod.sent), th.Healthy)}
+	for _, pi := range ps {
+		if r.pairs[pi].lost > 0 {
+			c.Evidence.LossyFlows++
+		} else {
+			c.Evidence.CleanFlows++
+		}
+	}
+	c.Evidence.Examples = pairExamples(r, ps)
+	return c
 }
 
 // maxExamples is how many example flows a suspect lists.

@@ -83,6 +83,7 @@ const (
 	LBLoss        Kind = "lb"           // the LB drops VIP packets
 	LBEstablished Kind = "lb_blackhole" // the LB forgets established flows
 	HostNIC       Kind = "host"         // one node's NIC drops both ways
+	Dataplane     Kind = "dataplane"    // one node's pod forwarding (CNI, veths) drops both ways; needs Pods
 )
 
 // Fault is one injected fault.
@@ -90,11 +91,11 @@ type Fault struct {
 	Kind Kind
 	Loss float64
 	// Where: Rack and Spine for a link (Up: ToR->spine), Spine, Rack,
-	// Rack and Node for a host.
+	// Rack and Node for a host or a node's dataplane.
 	Rack, Spine, Node int
 	Up                bool
 	// And are faults at the same time, of the loss kinds (link, spine,
-	// tor, host); Truth names ft's own place only.
+	// tor, host, dataplane); Truth names ft's own place only.
 	And []Fault
 }
 
@@ -261,6 +262,8 @@ func (f *Fabric) Truth(ft Fault) (kind, name string) {
 		return "lb", "lb1"
 	case HostNIC:
 		return "host", f.NodeName(ft.Rack, ft.Node)
+	case Dataplane:
+		return "dataplane", f.NodeName(ft.Rack, ft.Node)
 	}
 	return "", ""
 }
@@ -409,6 +412,7 @@ type faults struct {
 	spine     map[int]float64
 	tor       map[int]float64
 	host      map[int]float64
+	pods      map[int]float64 // by node: its pods' forwarding
 	lb        float64
 	holeSpine int
 }
@@ -421,7 +425,7 @@ func linkKey(rack, spine int, up bool) [2]int {
 }
 
 func (f *Fabric) faultIndex(ft Fault) faults {
-	x := faults{link: map[[2]int]float64{}, spine: map[int]float64{}, tor: map[int]float64{}, host: map[int]float64{}, holeSpine: -1}
+	x := faults{link: map[[2]int]float64{}, spine: map[int]float64{}, tor: map[int]float64{}, host: map[int]float64{}, pods: map[int]float64{}, holeSpine: -1}
 	switch ft.Kind {
 	case LinkLoss:
 		x.link[linkKey(ft.Rack, ft.Spine, ft.Up)] = ft.Loss
@@ -431,6 +435,8 @@ func (f *Fabric) faultIndex(ft Fault) faults {
 		x.tor[ft.Rack] = ft.Loss
 	case HostNIC:
 		x.host[ft.Rack*f.cfg.NodesPerRack+ft.Node] = ft.Loss
+	case Dataplane:
+		x.pods[ft.Rack*f.cfg.NodesPerRack+ft.Node] = ft.Loss
 	case LBLoss:
 		x.lb = ft.Loss
 	case Blackhole:
@@ -438,7 +444,7 @@ func (f *Fabric) faultIndex(ft Fault) faults {
 	}
 	for _, o := range ft.And {
 		y := f.faultIndex(o)
-		for _, m := range [][2]map[int]float64{{x.spine, y.spine}, {x.tor, y.tor}, {x.host, y.host}} {
+		for _, m := range [][2]map[int]float64{{x.spine, y.spine}, {x.tor, y.tor}, {x.host, y.host}, {x.pods, y.pods}} {
 			maps.Copy(m[0], m[1])
 		}
 		maps.Copy(x.link, y.link)
@@ -453,15 +459,16 @@ func (f *Fabric) oneWay(a, b, s int, x *faults, tuple uint64) (ok float64, hole 
 	if !f.isPod(a) && (b < 0 || !f.isPod(b)) {
 		return f.nodeWay(a, b, s, x, tuple)
 	}
-	// A pod's veth, and its node's forwarding: background only.
+	// A pod's veth, and its node's forwarding: background, and what a
+	// dataplane fault drops.
 	veth := 1.0
 	na, nb := f.nodeOf(a), b
 	if f.isPod(a) {
-		veth *= 1 - f.cfg.Background
+		veth *= (1 - f.cfg.Background) * (1 - x.pods[na])
 	}
 	if b >= 0 && f.isPod(b) {
 		nb = f.nodeOf(b)
-		veth *= 1 - f.cfg.Background
+		veth *= (1 - f.cfg.Background) * (1 - x.pods[nb])
 	}
 	if na == nb {
 		return veth, -1 // a pod and its own node
@@ -602,6 +609,9 @@ func (f *Fabric) reverse(src, peer int, sport, dstID uint64, x *faults) (ok floa
 	bg := 1 - cfg.Background
 	ok = bg * (1 - x.lb) * bg * (1 - x.spine[rs]) * (1 - x.link[linkKey(ra, rs, false)]) *
 		(1 - x.tor[ra]) * bg * (1 - x.host[f.nodeOf(src)])
+	if f.isPod(src) {
+		ok *= 1 - x.pods[f.nodeOf(src)]
+	}
 	hole = -1
 	if rs == x.holeSpine && hash(dstID, uint64(src), dport, sport, 999)%8 == 0 {
 		hole = 1
