@@ -346,6 +346,14 @@ func TestTransformKeepsOnlyWhatIsRead(t *testing.T) {
 	if sp := p.(*corev1.Pod); sp.Labels != nil || sp.Spec.Containers != nil || sp.Status.PodIP == "" {
 		t.Errorf("slim pod: %+v", sp)
 	}
+	// A dual-stack pod keeps its address of each family: a real
+	// dual-stack cluster's pod_to_pod had no IPv6 cell without them.
+	dual := agentPod("p", "pod", "n1", "198.51.100.1", true)
+	dual.Status.PodIPs = []corev1.PodIP{{IP: "198.51.100.1"}, {IP: "2001:db8::1"}}
+	p, _ = slim(dual)
+	if pr, ok := podPeer(p.(*corev1.Pod), n, testRack, testPort); !ok || pr.Addr6 != netip.MustParseAddr("2001:db8::1") {
+		t.Errorf("slim dual-stack pod's peer: %+v, %v; want its IPv6 address too", pr, ok)
+	}
 	s, _ := slim(service("web", "front", loadBalancer("203.0.113.7"), clusterIP("198.51.100.30"), func(s *corev1.Service) {
 		s.Annotations[HTTP2Annotation] = "h2c"
 	}))

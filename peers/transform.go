@@ -64,6 +64,8 @@ func slimPod(p *corev1.Pod) *corev1.Pod {
 	out.Spec.NodeName = p.Spec.NodeName
 	out.Status.Phase = p.Status.Phase
 	out.Status.PodIP = p.Status.PodIP
+	// A dual-stack pod's address of each family (podPeer reads both).
+	out.Status.PodIPs = p.Status.PodIPs
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
