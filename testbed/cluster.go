@@ -22,7 +22,9 @@ import (
 type ClusterSpec struct {
 	// Fabric is the lab the cluster runs on. StartCluster turns on its
 	// LB, ControlPlane and PodCIDRs and turns off its lab pods: pods come
-	// from the kubelets.
+	// from the kubelets. With Fabric.IPv6 the cluster is dual-stack, IPv4
+	// first: Services in ServiceCIDR and ServiceCIDR6, nodes with an
+	// address and a pod CIDR of each family, pods with an IP of each.
 	Fabric lab.Spec
 	// KubeDir holds etcd, kube-apiserver, kube-controller-manager,
 	// kube-scheduler, kubelet, kube-proxy and kubectl
@@ -59,7 +61,19 @@ var (
 	ServiceCIDR = netip.MustParsePrefix("198.19.200.0/24")
 	// KubernetesServiceIP is the kubernetes Service's ClusterIP.
 	KubernetesServiceIP = netip.MustParseAddr("198.19.200.1")
+	// ServiceCIDR6 holds a dual-stack cluster's IPv6 ClusterIPs, inside
+	// the lab's 2001:2::/48 and outside its plan.
+	ServiceCIDR6 = netip.MustParsePrefix("2001:2:0:200::/112")
 )
+
+// dualStack joins the IPv4 and, on a dual-stack cluster, the IPv6 value
+// of a flag that takes one of each ("a,b"), IPv4 first.
+func (c *Cluster) dualStack(v4, v6 fmt.Stringer) string {
+	if !c.spec.Fabric.IPv6 {
+		return v4.String()
+	}
+	return v4.String() + "," + v6.String()
+}
 
 // clusterTools are the Debian packages' programs the nodes need.
 var clusterTools = []struct{ cmd, pkg string }{

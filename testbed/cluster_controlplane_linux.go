@@ -126,7 +126,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 			"--kubelet-preferred-address-types", "InternalIP",
 			"--service-account-key-file", pki(pkiSAPub), "--service-account-signing-key-file", pki(pkiSAKey),
 			"--service-account-issuer", "https://kubernetes.default.svc",
-			"--service-cluster-ip-range", ServiceCIDR.String(),
+			"--service-cluster-ip-range", c.dualStack(ServiceCIDR, ServiceCIDR6),
 			"--token-auth-file", pki(pkiTokens),
 			"--authorization-mode", "Node,RBAC",
 			"--enable-admission-plugins", "NodeRestriction",

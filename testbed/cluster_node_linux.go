@@ -105,7 +105,7 @@ func (c *Cluster) startNode(ctx context.Context, h lab.Host) error {
 		"--root-dir", n.file("kubelet"),
 		"--cert-dir", n.file("kubelet", "pki"),
 		"--hostname-override", h.Name,
-		"--node-ip", h.Addr.String(),
+		"--node-ip", c.dualStack(h.Addr, h.Addr6),
 		"--node-labels", "topology.kubernetes.io/zone="+h.Zone,
 	), false); err != nil {
 		return err
@@ -226,13 +226,19 @@ func (c *Cluster) writeNodeFiles(n *clusterNode) error {
 	if err := c.pki.kubeconfig(n.file("kube-proxy.kubeconfig"), vip, "system:kube-proxy"); err != nil {
 		return err
 	}
+	ranges := [][]map[string]string{{{"subnet": n.host.PodCIDR.String()}}}
+	routes := []map[string]string{{"dst": "0.0.0.0/0"}}
+	if c.spec.Fabric.IPv6 {
+		ranges = append(ranges, []map[string]string{{"subnet": n.host.PodCIDR6.String()}})
+		routes = append(routes, map[string]string{"dst": "::/0"})
+	}
 	cni, err := json.MarshalIndent(map[string]any{
 		"cniVersion": "0.4.0", "name": "prober-lab",
 		"plugins": []map[string]any{
 			{"type": "ptp", "ipMasq": false, "ipam": map[string]any{
 				"type":    "host-local",
-				"ranges":  [][]map[string]string{{{"subnet": n.host.PodCIDR.String()}}},
-				"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
+				"ranges":  ranges,
+				"routes":  routes,
 				"dataDir": n.file("cni", "ipam"),
 			}},
 			{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
@@ -312,7 +318,7 @@ oomScoreAdj: 0
 # hash size are machine-wide.
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 iptables: {localhostNodePorts: false, minSyncPeriod: 1s}
-`, n.file("kube-proxy.kubeconfig"), n.host.Name, lab.PodRange),
+`, n.file("kube-proxy.kubeconfig"), n.host.Name, c.dualStack(lab.PodRange, lab.PodRange6)),
 	}
 	for name, content := range files {
 		if err := os.WriteFile(n.file(name), []byte(content), 0o644); err != nil {

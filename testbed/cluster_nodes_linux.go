@@ -63,13 +63,13 @@ func (c *Cluster) getNodes(ctx context.Context) ([]kubeNode, error) {
 	return list.Items, nil
 }
 
-// waitNodesReady gives each registered Node the pod CIDR the fabric routes
-// to it (no controller allocates them: the fabric's plan does), and waits
-// until every node is Ready.
+// waitNodesReady gives each registered Node the pod CIDRs the fabric
+// routes to it (no controller allocates them: the fabric's plan does), and
+// waits until every node is Ready.
 func (c *Cluster) waitNodesReady(ctx context.Context) error {
-	want := map[string]string{}
+	want := map[string][]string{}
 	for _, h := range c.Fabric.Nodes() {
-		want[h.Name] = h.PodCIDR.String()
+		want[h.Name] = strings.Split(c.dualStack(h.PodCIDR, h.PodCIDR6), ",")
 	}
 	const within = 3 * time.Minute
 	deadline := time.Now().Add(within)
@@ -82,12 +82,13 @@ func (c *Cluster) waitNodesReady(ctx context.Context) error {
 		ready := 0
 		for _, n := range nodes {
 			name := n.Metadata.Name
-			cidr, ours := want[name]
+			cidrs, ours := want[name]
 			if !ours {
 				continue
 			}
 			if n.Spec.PodCIDR == "" {
-				patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, cidr, cidr)
+				list, _ := json.Marshal(cidrs)
+				patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":%s}}`, cidrs[0], list)
 				if _, err := c.Kubectl(ctx, "patch", "node", name, "-p", patch); err != nil {
 					return err
 				}
@@ -97,7 +98,7 @@ func (c *Cluster) waitNodesReady(ctx context.Context) error {
 				ready++
 				if !reported[name] {
 					reported[name] = true
-					fmt.Fprintf(c.out, "    %s Ready, pod CIDR %s\n", name, n.Spec.PodCIDR)
+					fmt.Fprintf(c.out, "    %s Ready, pod CIDRs %s\n", name, strings.Join(cidrs, ", "))
 				}
 			}
 		}
