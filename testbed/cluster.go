@@ -66,15 +66,6 @@ var (
 	ServiceCIDR6 = netip.MustParsePrefix("2001:2:0:200::/112")
 )
 
-// dualStack joins the IPv4 and, on a dual-stack cluster, the IPv6 value
-// of a flag that takes one of each ("a,b"), IPv4 first.
-func (c *Cluster) dualStack(v4, v6 fmt.Stringer) string {
-	if !c.spec.Fabric.IPv6 {
-		return v4.String()
-	}
-	return v4.String() + "," + v6.String()
-}
-
 // clusterTools are the Debian packages' programs the nodes need.
 var clusterTools = []struct{ cmd, pkg string }{
 	{"containerd", "containerd"},

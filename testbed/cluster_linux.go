@@ -256,3 +256,12 @@ func (c *Cluster) kubectlIn(ctx context.Context, stdin []byte, args ...string) (
 // adminKubeconfig is the admin's kubeconfig, for the control plane's
 // namespace (the API server on its loopback).
 func (c *Cluster) adminKubeconfig() string { return filepath.Join(c.Dir, "admin.kubeconfig") }
+
+// dualStack joins the IPv4 and, on a dual-stack cluster, the IPv6 value
+// of a flag that takes one of each ("a,b"), IPv4 first.
+func (c *Cluster) dualStack(v4, v6 fmt.Stringer) string {
+	if !c.spec.Fabric.IPv6 {
+		return v4.String()
+	}
+	return v4.String() + "," + v6.String()
+}
