@@ -375,11 +375,8 @@ func fabricExplains(r *round, e *estimator, th *Thresholds, c *candidate, podNod
 		return q
 	}
 	var lost, sent, mean float64
-	var revBuf [2 * maxAccess]int32
 	for _, pi := range c.pairs {
 		p := &r.pairs[pi]
-		var rev reversePath
-		revKnown := false
 		for fi := p.flowStart; fi < p.flowEnd; fi++ {
 			f := &r.flows[fi]
 			end := f.linkEnd
@@ -389,32 +386,41 @@ func fabricExplains(r *round, e *estimator, th *Thresholds, c *candidate, podNod
 			n := float64(f.sent)
 			lost += float64(f.lost)
 			sent += n
-			q := 0.0
-			if f.linkStart != end {
-				q = rate(r.flowLinks[f.linkStart:end])
-				if r.isHost(f.dst) {
-					if !revKnown {
-						rev, revKnown = e.reverse(r, f.src, f.dst), true
-					}
-					if rev.known() {
-						q += rate(rev.links(&revBuf))
-						if rev.mix >= 0 {
-							worst := 0.0
-							for _, cp := range e.components(r, rev.mix) {
-								worst = max(worst, rate(cp.links))
-							}
-							q += worst
-						}
-					}
-				}
-			}
-			mean += n * (1 - (1-th.Healthy)*math.Exp(-q))
+			mean += n * (1 - (1-th.Healthy)*math.Exp(-e.predicted(r, f, r.flowLinks[f.linkStart:end], rate)))
 		}
 	}
 	if sent == 0 {
 		return false
 	}
 	return upperTail(lost, sent, min(1, mean/sent)) >= th.Alpha
+}
+
+// predicted is the loss rate the fitted rates put on traced flow f (its
+// forward links fwd), as rate sums them: its forward path, its reply's
+// access links, and the lossiest of the middles the reply may take. An
+// untraced flow's is 0.
+func (e *estimator) predicted(r *round, f *rflow, fwd []int32, rate func([]int32) float64) float64 {
+	if len(fwd) == 0 {
+		return 0
+	}
+	q := rate(fwd)
+	if !r.isHost(f.dst) {
+		return q
+	}
+	rev := e.reverse(r, f.src, f.dst)
+	if !rev.known() {
+		return q
+	}
+	var buf [2 * maxAccess]int32
+	q += rate(rev.links(&buf))
+	if rev.mix >= 0 {
+		worst := 0.0
+		for _, cp := range e.components(r, rev.mix) {
+			worst = max(worst, rate(cp.links))
+		}
+		q += worst
+	}
+	return q
 }
 
 // dataplaneRule blames a node's pod dataplane (CNI, veth, node
@@ -433,23 +439,19 @@ func dataplaneRule(r *round, th *Thresholds) []candidate {
 	// (-1: no pod end there), and the node paths' tallies, once.
 	names := map[string]int32{}
 	var nodeNames []string
+	var node []tally // per node: its node paths
 	id := func(n string) int32 {
 		v, ok := names[n]
 		if !ok {
 			v = int32(len(nodeNames))
 			names[n] = v
 			nodeNames = append(nodeNames, n)
+			node = append(node, tally{})
 		}
 		return v
 	}
 	r.podEnds = resize(r.podEnds, len(r.pairs))
 	ends := r.podEnds
-	var node []tally
-	grow := func() {
-		for len(node) < len(nodeNames) {
-			node = append(node, tally{})
-		}
-	}
 	for pi := range r.pairs {
 		p := &r.pairs[pi]
 		a := r.agents[p.agent]
@@ -465,25 +467,20 @@ func dataplaneRule(r *round, th *Thresholds) []candidate {
 				ends[pi][1] = id(t.node)
 			}
 		default:
-			src := id(a.name)
-			grow()
-			node[src].add(p)
+			node[id(a.name)].add(p)
 			if t.name != a.name {
-				dst := id(t.name)
-				grow()
-				node[dst].add(p)
+				node[id(t.name)].add(p)
 			}
 		}
 	}
-	grow()
 	pod := make([]tally, len(nodeNames))
 	blamed := make([]bool, len(nodeNames))
+	explained := func(e [2]int32) bool { return e[0] >= 0 && blamed[e[0]] || e[1] >= 0 && blamed[e[1]] }
 	var out []candidate
 	for len(out) < maxRuleSuspects {
 		clear(pod)
-		for pi := range r.pairs {
-			e := ends[pi]
-			if e[0] >= 0 && blamed[e[0]] || e[1] >= 0 && blamed[e[1]] {
+		for pi, e := range ends {
+			if explained(e) {
 				continue
 			}
 			for _, n := range e {
@@ -511,7 +508,7 @@ func dataplaneRule(r *round, th *Thresholds) []candidate {
 		}
 		var ps []int32
 		for pi, e := range ends {
-			if (e[0] == best || e[1] == best) && !(e[0] >= 0 && blamed[e[0]] || e[1] >= 0 && blamed[e[1]]) {
+			if (e[0] == best || e[1] == best) && !explained(e) {
 				ps = append(ps, int32(pi))
 			}
 		}
