@@ -257,11 +257,16 @@ func (c *Cluster) kubectlIn(ctx context.Context, stdin []byte, args ...string) (
 // namespace (the API server on its loopback).
 func (c *Cluster) adminKubeconfig() string { return filepath.Join(c.Dir, "admin.kubeconfig") }
 
-// dualStack joins the IPv4 and, on a dual-stack cluster, the IPv6 value
-// of a flag that takes one of each ("a,b"), IPv4 first.
-func (c *Cluster) dualStack(v4, v6 fmt.Stringer) string {
+// perFamily is the IPv4 value and, on a dual-stack cluster, the IPv6
+// one, IPv4 first.
+func (c *Cluster) perFamily(v4, v6 fmt.Stringer) []string {
 	if !c.spec.Fabric.IPv6 {
-		return v4.String()
+		return []string{v4.String()}
 	}
-	return v4.String() + "," + v6.String()
+	return []string{v4.String(), v6.String()}
+}
+
+// dualStack is perFamily as a flag that takes one of each: "a,b".
+func (c *Cluster) dualStack(v4, v6 fmt.Stringer) string {
+	return strings.Join(c.perFamily(v4, v6), ",")
 }

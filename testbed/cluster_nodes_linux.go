@@ -69,7 +69,7 @@ func (c *Cluster) getNodes(ctx context.Context) ([]kubeNode, error) {
 func (c *Cluster) waitNodesReady(ctx context.Context) error {
 	want := map[string][]string{}
 	for _, h := range c.Fabric.Nodes() {
-		want[h.Name] = strings.Split(c.dualStack(h.PodCIDR, h.PodCIDR6), ",")
+		want[h.Name] = c.perFamily(h.PodCIDR, h.PodCIDR6)
 	}
 	const within = 3 * time.Minute
 	deadline := time.Now().Add(within)
