@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,15 +65,15 @@ func TestScenarios(t *testing.T) {
 	t.Run("ipv4", func(t *testing.T) {
 		runSuite(t, suite{timeout: 14 * time.Minute, healthy: 2 * time.Minute,
 			scenarios: func(ctx context.Context, r *testbed.Fabric) []scenario {
-				return append(scenarios(), seedScenarios(ctx, r)...)
+				return append(scenarios(), seedScenarios(ctx, r, []string{api.FamilyIPv4})...)
 			}})
 	})
 	t.Run("dual-stack", func(t *testing.T) {
-		// The seeds' own checks read IPv4 cells; the fabric's faults drop
-		// both families, and the family faults are the new ones.
-		runSuite(t, suite{ipv6: true, timeout: 14 * time.Minute, healthy: 2 * time.Minute,
-			scenarios: func(context.Context, *testbed.Fabric) []scenario {
-				return append(scenarios(), familyScenarios()...)
+		// The fabric's faults drop both families, the seeds' checks read
+		// the cells of each, and the family faults are the new ones.
+		runSuite(t, suite{ipv6: true, timeout: 17 * time.Minute, healthy: 2 * time.Minute,
+			scenarios: func(ctx context.Context, r *testbed.Fabric) []scenario {
+				return slices.Concat(scenarios(), familyScenarios(), seedScenarios(ctx, r, api.Families))
 			}})
 	})
 	t.Run("ipv6", func(t *testing.T) {
@@ -367,8 +368,8 @@ func singleStack(scs []scenario) []scenario {
 }
 
 // seedScenarios are the incidents of ../shared/seeds, with checks of their
-// own.
-func seedScenarios(ctx context.Context, r *testbed.Fabric) []scenario {
+// own, each of which must hold over every one of families.
+func seedScenarios(ctx context.Context, r *testbed.Fabric, families []string) []scenario {
 	agent := func(name string) *testbed.Agent {
 		if a, ok := r.Agent(name); ok {
 			return a
@@ -386,12 +387,14 @@ func seedScenarios(ctx context.Context, r *testbed.Fabric) []scenario {
 				if err != nil {
 					return err
 				}
-				i := slices.IndexFunc(obs.Targets, func(t api.Target) bool { return t.Class == "lb" })
-				if i < 0 || !obs.Targets[i].EstablishedFlowBlackhole || obs.Targets[i].Path != "node_to_lb" {
-					return fmt.Errorf("n11 reports no established-flow black hole on node_to_lb")
-				}
-				if l := pathLoss(s, "node_to_lb", "tcp_syn"); l.Lost > 0 {
-					return fmt.Errorf("tcp_syn to the VIP lost %d of %d: new flows must pass", l.Lost, l.Sent)
+				for _, f := range families {
+					i := slices.IndexFunc(obs.Targets, func(t api.Target) bool { return t.Class == "lb" && cmp.Or(t.Family, api.AddressFamily(t.Address)) == f })
+					if i < 0 || !obs.Targets[i].EstablishedFlowBlackhole || obs.Targets[i].Path != "node_to_lb" {
+						return fmt.Errorf("n11 reports no established-flow black hole on node_to_lb over %s", f)
+					}
+					if l := pathLoss(s, "node_to_lb", "tcp_syn", f); l.Lost > 0 || l.Sent == 0 {
+						return fmt.Errorf("tcp_syn to the %s VIP lost %d of %d: new flows must pass", f, l.Lost, l.Sent)
+					}
 				}
 				if !slices.ContainsFunc(d.Suspects, func(s matrix.Suspect) bool { return s.Kind == matrix.KindLB }) {
 					return fmt.Errorf("no suspect of kind lb")
@@ -406,16 +409,18 @@ func seedScenarios(ctx context.Context, r *testbed.Fabric) []scenario {
 			name:   "seed 004: LB path and pod->node",
 			faults: []lab.Fault{{Kind: lab.FaultLBLoss, Permille: 100}, {Kind: lab.FaultPodNodeLoss, Permille: 100}},
 			check: func(d matrix.Diagnosis, s matrix.Snapshot) error {
-				for _, p := range []struct {
-					path  string
-					lossy bool
-				}{{"node_to_lb", true}, {"pod_to_node", true}, {"node_to_node", false}, {"pod_to_pod", false}} {
-					l := pathLoss(s, p.path, "tcp_syn")
-					if l.Sent < 200 {
-						return fmt.Errorf("%s: only %d probes", p.path, l.Sent)
-					}
-					if p.lossy != (l.LossRatio > 0.02) || (!p.lossy && l.LossRatio > 0.005) {
-						return fmt.Errorf("%s: loss %.2f%%, want lossy=%v", p.path, 100*l.LossRatio, p.lossy)
+				for _, f := range families {
+					for _, p := range []struct {
+						path  string
+						lossy bool
+					}{{"node_to_lb", true}, {"pod_to_node", true}, {"node_to_node", false}, {"pod_to_pod", false}} {
+						l := pathLoss(s, p.path, "tcp_syn", f)
+						if l.Sent < 200 {
+							return fmt.Errorf("%s over %s: only %d probes", p.path, f, l.Sent)
+						}
+						if p.lossy != (l.LossRatio > 0.02) || (!p.lossy && l.LossRatio > 0.005) {
+							return fmt.Errorf("%s over %s: loss %.2f%%, want lossy=%v", p.path, f, 100*l.LossRatio, p.lossy)
+						}
 					}
 				}
 				if !slices.ContainsFunc(d.Suspects, isLB) {
@@ -442,16 +447,25 @@ func seedScenarios(ctx context.Context, r *testbed.Fabric) []scenario {
 						return fmt.Errorf("n21's http2 connection to %s not declared dead (ping_timeout)", target)
 					}
 				}
+				into := map[string]int{} // cells into the partition, by family
 				for _, c := range s.Groups {
 					if c.Path != "node_to_node" || c.Protocol != "tcp_syn" || c.Sent == 0 {
 						continue
 					}
-					into := strings.HasPrefix(c.Target, "n3") && !strings.HasPrefix(c.Source, "n3")
-					if into && c.LossRatio < 0.5 {
-						return fmt.Errorf("%s -> %s loses %.0f%%: the partition must show", c.Source, c.Target, 100*c.LossRatio)
+					in := strings.HasPrefix(c.Target, "n3") && !strings.HasPrefix(c.Source, "n3")
+					if in && c.LossRatio < 0.5 {
+						return fmt.Errorf("%s -> %s over %s loses %.0f%%: the partition must show", c.Source, c.Target, c.Family, 100*c.LossRatio)
 					}
-					if !into && !strings.HasPrefix(c.Source, "n3") && c.Lost > 0 {
-						return fmt.Errorf("%s -> %s outside the partition loses %d", c.Source, c.Target, c.Lost)
+					if !in && !strings.HasPrefix(c.Source, "n3") && c.Lost > 0 {
+						return fmt.Errorf("%s -> %s over %s, outside the partition, loses %d", c.Source, c.Target, c.Family, c.Lost)
+					}
+					if in {
+						into[c.Family]++
+					}
+				}
+				for _, f := range families {
+					if into[f] == 0 {
+						return fmt.Errorf("no node_to_node cell into the partition over %s", f)
 					}
 				}
 				return nil
@@ -466,11 +480,12 @@ func seedScenarios(ctx context.Context, r *testbed.Fabric) []scenario {
 
 func isLB(s matrix.Suspect) bool { return s.Kind == matrix.KindLB || s.Name == lab.KindLB }
 
-// pathLoss sums the snapshot's cells of one path class and protocol.
-func pathLoss(s matrix.Snapshot, path, proto string) matrix.Cell {
+// pathLoss sums the snapshot's cells of one path class, protocol and
+// family.
+func pathLoss(s matrix.Snapshot, path, proto, family string) matrix.Cell {
 	var sum matrix.Cell
 	for _, c := range s.Groups {
-		if c.Path == path && c.Protocol == proto {
+		if c.Path == path && c.Protocol == proto && c.Family == family {
 			sum.Sent += c.Sent
 			sum.Lost += c.Lost
 		}
