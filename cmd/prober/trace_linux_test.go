@@ -30,7 +30,11 @@ type traceLab struct {
 }
 
 func upTraceCmdLab(t *testing.T, flows, base int) *traceLab {
-	l := &traceLab{f: labtest.Up(t, lab.Spec{Spines: 3, Racks: 2, NodesPerRack: 1, PodsPerNode: -1})}
+	return upTraceLab(t, lab.Spec{Spines: 3, Racks: 2, NodesPerRack: 1, PodsPerNode: -1}, flows, base)
+}
+
+func upTraceLab(t *testing.T, spec lab.Spec, flows, base int) *traceLab {
+	l := &traceLab{f: labtest.Up(t, spec)}
 	l.dst, _ = l.f.Host("n21")
 	for p := range flows {
 		l.sports = append(l.sports, uint16(base+p))
@@ -75,14 +79,20 @@ func (l *traceLab) report(t *testing.T, ctx context.Context, args ...string) tra
 	return rep
 }
 
-// crossed says which spine each flow crossed, by the spines' counters.
-func (l *traceLab) crossed() map[uint16]string {
+// crossed says which spine each flow crossed, by the spines' counters;
+// a flow seen at two is an error: ECMP hashes what a flow holds constant.
+func (l *traceLab) crossed(t *testing.T) map[uint16]string {
+	t.Helper()
 	out := map[uint16]string{}
 	for i, read := range l.reads {
 		for p, n := range read() {
-			if n > 0 {
-				out[p] = l.names[i]
+			if n == 0 {
+				continue
 			}
+			if prev, ok := out[p]; ok {
+				t.Errorf("sport %d crossed both %s and %s", p, prev, l.names[i])
+			}
+			out[p] = l.names[i]
 		}
 	}
 	return out
@@ -111,17 +121,28 @@ type traceJSONFlow struct {
 
 // TestTraceCommand runs `prober trace --json` in a leaf-spine whose
 // routers keep Linux's default ICMP rate limit, and checks every flow's
-// spine, heard or inferred, against the spines' own counters.
+// spine, heard or inferred, against the spines' own counters. Then with
+// -6 in the same leaf-spine dual-stack, whose routers hash the flow label
+// too: a flow's probes must keep theirs, or its hops would mix spines.
 func TestTraceCommand(t *testing.T) {
+	t.Run("ipv4", func(t *testing.T) { testTraceCommand(t, false) })
+	t.Run("ipv6", func(t *testing.T) { testTraceCommand(t, true) })
+}
+
+func testTraceCommand(t *testing.T, ipv6 bool) {
 	const flows, base = 24, 63000
-	l := upTraceCmdLab(t, flows, base)
+	l := upTraceLab(t, lab.Spec{Spines: 3, Racks: 2, NodesPerRack: 1, PodsPerNode: -1, IPv6: ipv6}, flows, base)
 	f, dst := l.f, l.dst
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	trace := func(args ...string) (string, string, error) { return l.trace(t, ctx, args...) }
 
+	target, family := dst.Addr, "-4"
+	if ipv6 {
+		target, family = dst.Addr6, "-6"
+	}
 	start := time.Now()
-	out, errOut, err := trace("--flows", strconv.Itoa(flows), "--sport-base", strconv.Itoa(base), "--port", "9808", "--probes", "1", "--json", dst.Addr.String())
+	out, errOut, err := trace(family, "--flows", strconv.Itoa(flows), "--sport-base", strconv.Itoa(base), "--port", "9808", "--probes", "1", "--json", target.String())
 	if err != nil {
 		t.Fatalf("prober trace: %v\n%s", err, errOut)
 	}
@@ -130,12 +151,12 @@ func TestTraceCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, out)
 	}
-	crossed := l.crossed()
+	crossed := l.crossed(t)
 	hops := f.Hops()
 	inferred := 0
 	for _, fl := range rep.Flows {
-		if len(fl.Hops) != 4 || fl.Hops[3] != dst.Addr.String() {
-			t.Errorf("sport %d: hops %v, want 4 ending at %v", fl.SourcePort, fl.Hops, dst.Addr)
+		if len(fl.Hops) != 4 || fl.Hops[3] != target.String() {
+			t.Errorf("sport %d: hops %v, want 4 ending at %v", fl.SourcePort, fl.Hops, target)
 			continue
 		}
 		if got := hops[fl.Hops[1]]; got != crossed[fl.SourcePort] {
@@ -184,7 +205,7 @@ func TestTraceInfersLossyLink(t *testing.T) {
 		}
 		start := time.Now()
 		rep := l.report(t, ctx, a...)
-		via := l.crossed()
+		via := l.crossed(t)
 		var throughSpine2, lossy []uint16
 		for _, fl := range rep.Flows {
 			if via[fl.SourcePort] == "spine2" {
@@ -237,7 +258,7 @@ func TestTraceInfersLossyLink(t *testing.T) {
 		}
 	}
 	rep := l.report(t, ctx, args...)
-	via := l.crossed()
+	via := l.crossed(t)
 	u := rep.Unlocated
 	t.Logf("routers past tor1 silent: %d inferred, unlocated %+v", len(rep.Inferred), u)
 	if len(rep.Inferred) != 0 || u == nil || hops[u.Past] != "tor1" || u.PastTTL != 1 || len(u.Lossy) == 0 {
