@@ -60,6 +60,11 @@ type Config struct {
 	// Untraced reports no traced path for any flow, as with tracing
 	// off: only the rules and the tier stage can localize.
 	Untraced bool
+	// ReplyPerProbe draws each probe's reply spine afresh, as on an IPv6
+	// fabric that hashes the flow label when the target labels each
+	// SYN-ACK anew (Linux does, unless it reflects labels); else a flow's
+	// replies keep one spine, as its own 5-tuple hashes.
+	ReplyPerProbe bool
 	// FlowsPerTarget fixed source ports per target, each sent
 	// ProbesPerFlow tcp_syn probes in the window.
 	FlowsPerTarget, ProbesPerFlow int
@@ -548,18 +553,16 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 		// The API server's own node DNATs the Service to itself:
 		// nothing leaves it.
 		local := dst == svcDst && f.nodeOf(src) == peer
-		pOK, fwdHole := 1.0, -1
+		pOK, fwdOK, fwdHole := 1.0, 1.0, -1
 		if !local {
-			var fwdOK float64
 			fwdOK, fwdHole = f.oneWay(src, peer, s, &x, hash(uint64(src), dstID, sport, dport, 999))
-			revOK, revHole := f.reverse(src, peer, sport, dstID, &x)
-			pOK = fwdOK * revOK
-			if fwdHole >= 0 || revHole >= 0 {
-				pOK = 0
-			}
+			pOK = f.roundTrip(fwdOK, fwdHole, src, peer, sport, dstID, 0, &x)
 		}
 		var lost uint64
 		for range cfg.ProbesPerFlow {
+			if !local && cfg.ReplyPerProbe {
+				pOK = f.roundTrip(fwdOK, fwdHole, src, peer, sport, dstID, rng.Uint64()|1, &x)
+			}
 			if rng.Float64() >= pOK {
 				lost++
 			}
@@ -595,17 +598,28 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 	return t
 }
 
+// roundTrip is the success probability of a probe whose forward way
+// passes with fwdOK (or falls in black hole fwdHole >= 0) and of its
+// reply (reverse, with label).
+func (f *Fabric) roundTrip(fwdOK float64, fwdHole, src, peer int, sport, dstID, label uint64, x *faults) float64 {
+	revOK, revHole := f.reverse(src, peer, sport, dstID, label, x)
+	if fwdHole >= 0 || revHole >= 0 {
+		return 0
+	}
+	return fwdOK * revOK
+}
+
 // reverse is the success probability of the reply from peer (lbDst for
-// the VIP) to src, on the spine its own 5-tuple hashes to, and whether a
-// black hole eats it (hole >= 0).
-func (f *Fabric) reverse(src, peer int, sport, dstID uint64, x *faults) (ok float64, hole int) {
+// the VIP) to src, on the spine its own 5-tuple and label hash to (label
+// 0: the flow's own), and whether a black hole eats it (hole >= 0).
+func (f *Fabric) reverse(src, peer int, sport, dstID, label uint64, x *faults) (ok float64, hole int) {
 	cfg := f.cfg
 	if peer != lbDst {
-		rs := int(hash(dstID, uint64(src), dport, sport, uint64(f.nodeOf(peer)/cfg.NodesPerRack)) % uint64(cfg.Spines))
+		rs := int(hash(dstID, uint64(src), dport, sport^label, uint64(f.nodeOf(peer)/cfg.NodesPerRack)) % uint64(cfg.Spines))
 		return f.oneWay(peer, src, rs, x, hash(dstID, uint64(src), dport, sport, 999))
 	}
 	ra := f.nodeOf(src) / cfg.NodesPerRack
-	rs := int(hash(dstID, uint64(src), dport, sport, 7777) % uint64(cfg.Spines))
+	rs := int(hash(dstID, uint64(src), dport, sport^label, 7777) % uint64(cfg.Spines))
 	bg := 1 - cfg.Background
 	ok = bg * (1 - x.lb) * bg * (1 - x.spine[rs]) * (1 - x.link[linkKey(ra, rs, false)]) *
 		(1 - x.tor[ra]) * bg * (1 - x.host[f.nodeOf(src)])
