@@ -60,6 +60,9 @@ import (
 // second fault needs, as a NIC or a cable fails both ways.
 type selector struct {
 	bg float64 // every path's loss rate: Thresholds.Healthy
+	// spread is the prior share of flows whose replies take a path of
+	// their mixture per probe rather than per flow (replySpread).
+	spread float64
 
 	hs       []hypo
 	devHypo  []int32 // per device: its device hypothesis, or -1

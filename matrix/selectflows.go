@@ -101,6 +101,22 @@ func (s *selector) mixture(r *round, e *estimator, id int32) bool {
 		s.arena = append(s.arena, s.buf...)
 		xs = append(xs, s.arena[len(s.arena)-len(s.buf):len(s.arena):len(s.arena)])
 	}
+	if s.spread > 0 && len(comps) > 1 {
+		// Replies spread per probe: one more path, the paths' average.
+		s.buf = s.buf[:0]
+		for c, cx := range xs {
+			for _, x := range cx {
+				s.add(x.h, w[c]*x.x)
+			}
+		}
+		for c := range w {
+			w[c] *= 1 - s.spread
+			lw[c] = math.Log(w[c])
+		}
+		w, lw = append(w, s.spread), append(lw, math.Log(s.spread))
+		s.arena = append(s.arena, s.buf...)
+		xs = append(xs, s.arena[len(s.arena)-len(s.buf):len(s.arena):len(s.arena)])
+	}
 	s.mixW[id], s.mixLogW[id], s.mixX[id] = w, lw, xs
 	s.mixTouch[id] = 2
 	if touch {
