@@ -164,10 +164,19 @@ func TestLocalizeQuality(t *testing.T) {
 
 // BenchmarkLocalize5000 is one round at 5,000 nodes (125 racks of 40, 8
 // spines, an LB; 4 traced flows per target): Observe of every report,
-// then Localize. Reported per round.
+// then Localize. Reported per round. The dual-stack cases have every
+// agent report both families, the fault in both.
 func BenchmarkLocalize5000(b *testing.B) {
-	for _, k := range []matrixsim.Kind{matrixsim.Healthy, matrixsim.LinkLoss, matrixsim.Blackhole} {
-		b.Run(string(k), func(b *testing.B) {
+	for _, c := range []struct {
+		kind matrixsim.Kind
+		dual bool
+	}{{matrixsim.Healthy, false}, {matrixsim.LinkLoss, false}, {matrixsim.Blackhole, false},
+		{matrixsim.Healthy, true}, {matrixsim.LinkLoss, true}} {
+		k, name := c.kind, string(c.kind)
+		if c.dual {
+			name = "dual-stack/" + name
+		}
+		b.Run(name, func(b *testing.B) {
 			cfg := matrixsim.Config{Racks: 125, NodesPerRack: 40, Spines: 8, LB: true,
 				FlowsPerTarget: 4, ProbesPerFlow: 2, SilentHop: 0.05, Background: 1e-4}
 			fab, err := matrixsim.New(cfg)
@@ -175,10 +184,18 @@ func BenchmarkLocalize5000(b *testing.B) {
 				b.Fatal(err)
 			}
 			ft := matrixsim.Fault{Kind: k, Loss: 0.02, Rack: 7, Spine: 3}
-			obs := fab.Observations(ft, 1)
-			m, _ := matrix.New(matrix.Config{GroupBy: "rack", Hops: fab.Hops()})
+			obs, hops := fab.Observations(ft, 1), fab.Hops()
+			if c.dual {
+				obs = dualStack(obs, fab.Observations(ft, 2))
+				for addr, name := range fab.Hops() {
+					hops[as6(addr)] = name
+				}
+			}
+			m, _ := matrix.New(matrix.Config{GroupBy: "rack", Hops: hops})
 			for _, o := range obs {
-				m.Observe(t0, o)
+				if err := m.Observe(t0, o); err != nil {
+					b.Fatal(err)
+				}
 			}
 			m.Localize(t0) // warm the reused storage
 			b.ReportAllocs()
@@ -224,11 +241,15 @@ var (
 	bigFabric = matrixsim.Config{Racks: 64, NodesPerRack: 8, Spines: 8, LB: true,
 		FlowsPerTarget: 4, ProbesPerFlow: 8, SilentHop: 0.01, Background: 1e-4}
 	unlabelled = func() matrixsim.Config { c := evalFabric; c.NoRackLabels = true; return c }()
+	// perProbe is evalFabric with every probe's reply on a spine of its
+	// own, as IPv6 pods' SYN-ACKs in a fabric that hashes flow labels.
+	perProbe = func() matrixsim.Config { c := evalFabric; c.ReplyPerProbe = true; return c }()
 	// podFabric runs a prober pod on every node, as the pod DaemonSet
 	// does: the rules comparing a node's pod paths with its node paths,
 	// and a pod with its rack-mates, face ECMP's chance too.
 	podFabric = matrixsim.Config{Racks: 16, NodesPerRack: 8, Spines: 4, LB: true, Pods: true,
 		FlowsPerTarget: 4, ProbesPerFlow: 8, SilentHop: 0.05, Background: 1e-4}
+	perProbePods = func() matrixsim.Config { c := podFabric; c.ReplyPerProbe = true; return c }()
 )
 
 var listRows = []listRow{
@@ -252,19 +273,27 @@ var listRows = []listRow{
 	{name: "pods: spine 2%", cfg: podFabric, kind: matrixsim.SpineLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	{name: "pods: dataplane 5%", cfg: podFabric, kind: matrixsim.Dataplane, loss: 0.05, minPrec: 0.98, minRecall: 0.95},
 	{name: "pods: dataplane 2%", cfg: podFabric, kind: matrixsim.Dataplane, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "replies per probe: link 2%", cfg: perProbe, kind: matrixsim.LinkLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "replies per probe: spine 1%", cfg: perProbe, kind: matrixsim.SpineLoss, loss: 0.01, minPrec: 0.98, minRecall: 0.95},
+	{name: "replies per probe: tor 1%", cfg: perProbe, kind: matrixsim.ToRLoss, loss: 0.01, minPrec: 0.98, minRecall: 0.95},
+	{name: "replies per probe: host 2%", cfg: perProbe, kind: matrixsim.HostNIC, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "replies per probe, pods: spine 2%", cfg: perProbePods, kind: matrixsim.SpineLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "replies per probe, pods: link 2%", cfg: perProbePods, kind: matrixsim.LinkLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	// Healthy rows list nothing: precision is 1 only with no suspect.
 	{name: "healthy", cfg: evalFabric, kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, 8 spines, 64 racks, 1% silent", cfg: bigFabric, kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, 10% of agents missing", cfg: evalFabric, kind: matrixsim.Healthy, missing: 0.1, minPrec: 1},
 	{name: "healthy, racks inferred", cfg: unlabelled, kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, pods", cfg: podFabric, kind: matrixsim.Healthy, minPrec: 1},
+	{name: "healthy, replies per probe", cfg: perProbe, kind: matrixsim.Healthy, minPrec: 1},
 }
 
 // TestListQuality holds the whole list to the goals: every suspect listed
 // (score >= matrix.ListScore) is a fault, and every fault is listed. 3
 // trials a row by default, 50 with -eval (which logs the table for
 // docs/performance.md). Replies take their own ECMP path in every row
-// (matrixsim hashes them apart).
+// (matrixsim hashes them apart), in the "replies per probe" rows one per
+// probe.
 func TestListQuality(t *testing.T) {
 	if testing.Short() {
 		t.Skip("quality evaluation skipped in -short")
