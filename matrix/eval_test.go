@@ -186,10 +186,7 @@ func BenchmarkLocalize5000(b *testing.B) {
 			ft := matrixsim.Fault{Kind: k, Loss: 0.02, Rack: 7, Spine: 3}
 			obs, hops := fab.Observations(ft, 1), fab.Hops()
 			if c.dual {
-				obs = dualStack(obs, fab.Observations(ft, 2))
-				for addr, name := range fab.Hops() {
-					hops[as6(addr)] = name
-				}
+				obs, hops = dualStack(obs, fab.Observations(ft, 2)), hops6(fab)
 			}
 			m, _ := matrix.New(matrix.Config{GroupBy: "rack", Hops: hops})
 			for _, o := range obs {

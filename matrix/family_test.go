@@ -57,6 +57,30 @@ func ipv6Reports(obs []api.Observations) []api.Observations {
 	return out
 }
 
+// hops6 is fab's hops, each router address with its IPv6 twin (as6).
+func hops6(fab *matrixsim.Fabric) map[string]string {
+	hops := fab.Hops()
+	for addr, name := range fab.Hops() {
+		hops[as6(addr)] = name
+	}
+	return hops
+}
+
+// diagnose is one round of obs on a new matrix grouped by rack.
+func diagnose(t testing.TB, hops map[string]string, obs []api.Observations) matrix.Diagnosis {
+	t.Helper()
+	m, err := matrix.New(matrix.Config{GroupBy: "rack", Hops: hops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range obs {
+		if err := m.Observe(t0, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m.Localize(t0)
+}
+
 // dualStack joins one round's IPv4 reports with another round's, renumbered
 // to IPv6: each agent reports both families under its one name.
 func dualStack(v4, v6 []api.Observations) []api.Observations {
@@ -82,25 +106,11 @@ func TestDualStackFamilies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hops := fab.Hops()
-	for addr, name := range fab.Hops() {
-		hops[as6(addr)] = name
-	}
+	hops := hops6(fab)
 	lossy := matrixsim.Fault{Kind: matrixsim.SpineLoss, Loss: 0.05}
 	healthy := matrixsim.Fault{Kind: matrixsim.Healthy}
 	wantKind, wantName := fab.Truth(lossy)
-	run := func(obs []api.Observations) matrix.Diagnosis {
-		m, err := matrix.New(matrix.Config{GroupBy: "rack", Hops: hops})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range obs {
-			if err := m.Observe(t0, o); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return m.Localize(t0)
-	}
+	run := func(obs []api.Observations) matrix.Diagnosis { return diagnose(t, hops, obs) }
 	cases := []struct {
 		name       string
 		obs        []api.Observations
@@ -148,10 +158,7 @@ func TestRepliesPerProbe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hops := fab.Hops()
-		for addr, name := range fab.Hops() {
-			hops[as6(addr)] = name
-		}
+		hops := hops6(fab)
 		for s := range cfg.Spines {
 			for _, ft := range []matrixsim.Fault{
 				{Kind: matrixsim.SpineLoss, Loss: 0.05, Spine: s},
@@ -165,16 +172,7 @@ func TestRepliesPerProbe(t *testing.T) {
 						if fam == api.FamilyIPv6 {
 							obs = ipv6Reports(obs)
 						}
-						m, err := matrix.New(matrix.Config{GroupBy: "rack", Hops: hops})
-						if err != nil {
-							t.Fatal(err)
-						}
-						for _, o := range obs {
-							if err := m.Observe(t0, o); err != nil {
-								t.Fatal(err)
-							}
-						}
-						for _, l := range m.Localize(t0).Listed() {
+						for _, l := range diagnose(t, hops, obs).Listed() {
 							if l.Kind != kind || l.Name != name {
 								key := fmt.Sprintf("per probe %v, %s", perProbe, fam)
 								innocent[key]++
