@@ -56,7 +56,7 @@ func TestCluster(t *testing.T) {
 	// Ctrl-C ends the waits; the cleanups then remove the cluster.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	dualStack = os.Getenv("PROBER_CLUSTER_IPV4_ONLY") == ""
+	dualStack := os.Getenv("PROBER_CLUSTER_IPV4_ONLY") == ""
 	ctx, cancel := context.WithTimeout(ctx, 25*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -143,12 +143,6 @@ func TestCluster(t *testing.T) {
 	phase("churn: a node removed, a prober pod deleted", func(t *testing.T) { r.churn(ctx, t) })
 }
 
-// dualStack is TestCluster's mode, unless PROBER_CLUSTER_IPV4_ONLY is
-// set. Unlike the lab's hosts, a real pod does not reflect the flow label
-// it gets: its SYN-ACKs carry a fresh one each, and the fabric, which
-// hashes labels, may send each reply over another spine.
-var dualStack bool
-
 // expectedAgents are the names of every agent: each Node's node agent
 // (its node name) and each prober-pod pod.
 func (r *clusterRun) expectedAgents(ctx context.Context, t *testing.T) []string {
@@ -229,7 +223,7 @@ func (r *clusterRun) healthy(ctx context.Context, t *testing.T, d time.Duration)
 		}
 	}
 	fams := []string{api.FamilyIPv4}
-	if dualStack {
+	if r.c.Fabric.Spec.IPv6 {
 		fams = append(fams, api.FamilyIPv6)
 	}
 	for _, p := range []string{api.PathNodeToNode, api.PathPodToNode, api.PathPodToPod} {
