@@ -29,12 +29,10 @@ type traceLab struct {
 	names  []string
 }
 
-func upTraceCmdLab(t *testing.T, flows, base int) *traceLab {
-	return upTraceLab(t, lab.Spec{Spines: 3, Racks: 2, NodesPerRack: 1, PodsPerNode: -1}, flows, base)
-}
-
-func upTraceLab(t *testing.T, spec lab.Spec, flows, base int) *traceLab {
-	l := &traceLab{f: labtest.Up(t, spec)}
+// upTraceCmdLab builds a traceLab, dual-stack with ipv6, counting the
+// flows of source ports base to base+flows-1.
+func upTraceCmdLab(t *testing.T, flows, base int, ipv6 bool) *traceLab {
+	l := &traceLab{f: labtest.Up(t, lab.Spec{Spines: 3, Racks: 2, NodesPerRack: 1, PodsPerNode: -1, IPv6: ipv6})}
 	l.dst, _ = l.f.Host("n21")
 	for p := range flows {
 		l.sports = append(l.sports, uint16(base+p))
@@ -131,7 +129,7 @@ func TestTraceCommand(t *testing.T) {
 
 func testTraceCommand(t *testing.T, ipv6 bool) {
 	const flows, base = 24, 63000
-	l := upTraceLab(t, lab.Spec{Spines: 3, Racks: 2, NodesPerRack: 1, PodsPerNode: -1, IPv6: ipv6}, flows, base)
+	l := upTraceCmdLab(t, flows, base, ipv6)
 	f, dst := l.f, l.dst
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -185,7 +183,7 @@ func testTraceCommand(t *testing.T, ipv6 bool) {
 // matrix's config, by the matrix's device names.
 func TestTraceInfersLossyLink(t *testing.T) {
 	const flows, base = 24, 63100
-	l := upTraceCmdLab(t, flows, base)
+	l := upTraceCmdLab(t, flows, base, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := l.f.Inject(ctx, lab.Fault{Kind: lab.FaultLinkLoss, From: "spine2", To: "tor2", Permille: 300}); err != nil {
