@@ -76,10 +76,19 @@ func FamilyName(family string) string {
 
 // AddressFamily is the family of a textual address: IPv6 when it holds a
 // colon, else IPv4. It parses nothing, for the matrix's hot path; the
-// report's family field, when set, wins over it.
+// report's family field, when set, wins over it (Target.ProbedFamily).
 func AddressFamily(addr string) string {
 	if strings.IndexByte(addr, ':') >= 0 {
 		return FamilyIPv6
 	}
 	return FamilyIPv4
+}
+
+// ProbedFamily is the family t was probed over: its Family, else its
+// address's (agents before dual-stack did not send one).
+func (t *Target) ProbedFamily() string {
+	if t.Family != "" {
+		return t.Family
+	}
+	return AddressFamily(t.Address)
 }

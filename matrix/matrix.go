@@ -1,7 +1,6 @@
 package matrix
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -147,7 +146,7 @@ func (m *Matrix) Observe(now time.Time, obs api.Observations) error {
 		}
 		tr := targetRec{
 			name: t.Name, address: t.Address, class: t.Class, path: t.Path,
-			family: cmp.Or(t.Family, api.AddressFamily(t.Address)),
+			family: t.ProbedFamily(),
 			group:  m.groupOf(t.Name, t.Labels), node: t.Labels["node"],
 			blackhole:    t.EstablishedFlowBlackhole,
 			protoStart:   int32(len(a.protos)),

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -388,7 +387,7 @@ func seedScenarios(ctx context.Context, r *testbed.Fabric, families []string) []
 					return err
 				}
 				for _, f := range families {
-					i := slices.IndexFunc(obs.Targets, func(t api.Target) bool { return t.Class == "lb" && cmp.Or(t.Family, api.AddressFamily(t.Address)) == f })
+					i := slices.IndexFunc(obs.Targets, func(t api.Target) bool { return t.Class == "lb" && t.ProbedFamily() == f })
 					if i < 0 || !obs.Targets[i].EstablishedFlowBlackhole || obs.Targets[i].Path != "node_to_lb" {
 						return fmt.Errorf("n11 reports no established-flow black hole on node_to_lb over %s", f)
 					}
