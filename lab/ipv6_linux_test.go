@@ -53,6 +53,8 @@ func TestFabricIPv6(t *testing.T) {
 			{"n21p1", "net.ipv6.conf.eth0.accept_dad", "0"},
 			{"n21p1", "net.ipv6.conf.eth0.disable_ipv6", "0"},
 			{"n21p1", "net.ipv4.ping_group_range", "0\t2147483647"},
+			{"n21", "net.ipv6.flowlabel_reflect", "7"},
+			{"n21p1", "net.ipv6.flowlabel_reflect", "7"},
 		} {
 			ns, _ := f.Namespace(tc.dev)
 			got, err := lab.Sysctl(ns, tc.key)

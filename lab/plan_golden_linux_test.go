@@ -26,7 +26,7 @@ func dumpPlan(p *plan) string {
 	b.WriteString("\n")
 	for i, n := range p.ns {
 		fmt.Fprintf(&b, "ns %s %s %s\n", n.name, n.device, n.kind)
-		for _, s := range sysctlsFor(n.kind, i, p.fabric.Spec.IPv6) {
+		for _, s := range sysctlsFor(n.kind, i, p.fabric.Spec) {
 			fmt.Fprintf(&b, "  sysctl %s=%s optional=%v\n", s.key, s.value, s.optional)
 		}
 	}
@@ -84,5 +84,31 @@ func TestPlanGolden(t *testing.T) {
 				t.Errorf("plan %s differs from %s (go test -run TestPlanGolden -update rewrites it)", name, path)
 			}
 		})
+	}
+}
+
+// TestFreshLabels: hosts reflect the flow label they are sent unless the
+// spec leaves them labelling replies afresh; routers never reflect.
+func TestFreshLabels(t *testing.T) {
+	reflects := func(kind string, spec Spec) bool {
+		for _, s := range sysctlsFor(kind, 0, spec) {
+			if s.key == "net.ipv6.flowlabel_reflect" {
+				return true
+			}
+		}
+		return false
+	}
+	for _, tc := range []struct {
+		kind        string
+		ipv6, fresh bool
+		want        bool
+	}{
+		{ClassNode, true, false, true}, {ClassPod, true, false, true}, {ClassControlPlane, true, false, true},
+		{ClassNode, true, true, false}, {ClassPod, true, true, false},
+		{ClassNode, false, false, false}, {KindSpine, true, false, false},
+	} {
+		if got := reflects(tc.kind, Spec{IPv6: tc.ipv6, FreshLabels: tc.fresh}); got != tc.want {
+			t.Errorf("%s, ipv6 %v, fresh labels %v: reflects %v, want %v", tc.kind, tc.ipv6, tc.fresh, got, tc.want)
+		}
 	}
 }

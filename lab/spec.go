@@ -40,6 +40,12 @@ type Spec struct {
 	// plan parallel to the IPv4 one (doc.go): a dual-stack fabric, IPv6
 	// ECMP, an IPv6 VIP, faults that drop either family or both.
 	IPv6 bool `json:"ipv6,omitempty"`
+	// FreshLabels leaves the hosts labelling their IPv6 replies as Linux
+	// does by default and a real cluster's pods do: each SYN-ACK from a
+	// fresh random hash, so in the lab's label-hashing fabric a flow's
+	// replies may cross another spine per probe. Otherwise hosts reflect
+	// the label they are sent (RFC 7690) and a flow's replies keep one.
+	FreshLabels bool `json:"fresh_labels,omitempty"`
 }
 
 // Default sizes, also the CLI's flag defaults.

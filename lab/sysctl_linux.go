@@ -2,10 +2,12 @@ package lab
 
 import "strconv"
 
-// sysctlsFor returns what a namespace of kind needs, with IPv6 or
-// without. i makes each router's ECMP hash seed distinct but the same on
-// every run, so a 5-tuple takes the same spine today and tomorrow.
-func sysctlsFor(kind string, i int, ipv6 bool) []sysctl {
+// sysctlsFor returns what a namespace of kind needs in a fabric of spec.
+// i makes each router's ECMP hash seed distinct but the same on every
+// run, so a 5-tuple takes the same spine today and tomorrow.
+func sysctlsFor(kind string, i int, spec Spec) []sysctl {
+	ipv6 := spec.IPv6
+	reflect := ipv6 && !spec.FreshLabels
 	s := []sysctl{
 		// IPv4 conf is inherited from the host's namespace; a strict
 		// rp_filter there would drop ECMP's asymmetric return paths here.
@@ -20,10 +22,10 @@ func sysctlsFor(kind string, i int, ipv6 bool) []sysctl {
 	case ClassNode:
 		s = append(s, forwarding(ipv6)...)
 		s = append(s, pingSockets)
-		s = append(s, reflectLabels(ipv6)...)
+		s = append(s, reflectLabels(reflect)...)
 	case ClassPod, ClassControlPlane:
 		s = append(s, pingSockets)
-		s = append(s, reflectLabels(ipv6)...)
+		s = append(s, reflectLabels(reflect)...)
 	}
 	return s
 }
@@ -31,9 +33,10 @@ func sysctlsFor(kind string, i int, ipv6 bool) []sysctl {
 // reflectLabels makes a host answer with the flow label it was sent
 // (SYN-ACK, RST, echo reply; RFC 7690), as anycast ECMP sites set it: the
 // routers hash the label, so a reply with a label of its own would take a
-// random spine per probe, and a flow's return path would not be a path.
-func reflectLabels(ipv6 bool) []sysctl {
-	if !ipv6 {
+// random spine per probe, and a flow's return path would not be a path
+// (Spec.FreshLabels makes it so).
+func reflectLabels(on bool) []sysctl {
+	if !on {
 		return nil
 	}
 	return []sysctl{{key: "net.ipv6.flowlabel_reflect", value: "7"}}

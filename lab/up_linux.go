@@ -74,7 +74,7 @@ func (b *builder) build(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := createNS(n.name, sysctlsFor(n.kind, i, b.plan.fabric.Spec.IPv6)); err != nil {
+		if err := createNS(n.name, sysctlsFor(n.kind, i, b.plan.fabric.Spec)); err != nil {
 			return err
 		}
 		fd, err := netns.GetFromName(n.name)
