@@ -49,7 +49,10 @@
 // next one on the same 5-tuple may take another, and so may the same
 // connection after a retransmission timeout (net.core.txrehash): a
 // sender that fixes its label (labtest.NoAutoFlowLabel turns it off, to
-// 0) keeps a 5-tuple on one spine, as an IPv4 sender does. Routers answer
+// 0) keeps a 5-tuple on one spine, as an IPv4 sender does. Hosts reflect
+// the label they are sent (net.ipv6.flowlabel_reflect), so a flow's
+// replies keep one spine too, unless Spec.FreshLabels leaves them
+// labelling each SYN-ACK afresh, as real pods do. Routers answer
 // a hop limit expiry from the interface the probe came in on, which
 // icmp6_send does for any error when the route back has no preferred
 // source; ICMPv6 errors keep the kernel's rate limit

@@ -48,10 +48,14 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 // selector in docs/localization.md).
 func replySpread(fams []string) float64 {
 	if slices.Equal(fams, []string{api.FamilyIPv6}) {
-		return 0.9
+		return ipv6ReplySpread
 	}
 	return 0
 }
+
+// ipv6ReplySpread is replySpread's IPv6 share; a variable only for the
+// sweep that chose it (TestReplySpreadSweep).
+var ipv6ReplySpread = 0.9
 
 // familiesOf lists the address families the agents' targets are probed
 // over, in api.Families order.

@@ -141,6 +141,47 @@ func brief(ss []matrix.Suspect) []string {
 	return out
 }
 
+// repliesShape is the lab's shape (3 racks of 3 nodes, a pod each, 3
+// spines) with flows x probes a target, its replies per probe or not.
+func repliesShape(flows, probes int, perProbe bool) matrixsim.Config {
+	return matrixsim.Config{Racks: 3, NodesPerRack: 3, Spines: 3, LB: true, Pods: true,
+		FlowsPerTarget: flows, ProbesPerFlow: probes, SilentHop: 0.1, Background: 1e-4, ReplyPerProbe: perProbe}
+}
+
+// innocentListings breaks each spine, and a downlink of each, at 5 % on
+// cfg, 8 seeds each (48 rounds), reads the reports as family, and counts
+// the suspects listed that are not the fault; each is passed to seen.
+func innocentListings(t testing.TB, cfg matrixsim.Config, family string, seen func(ft string, seed uint64, l matrix.Suspect)) (innocent, rounds int) {
+	t.Helper()
+	fab, err := matrixsim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hops := hops6(fab)
+	for s := range cfg.Spines {
+		for _, ft := range []matrixsim.Fault{
+			{Kind: matrixsim.SpineLoss, Loss: 0.05, Spine: s},
+			{Kind: matrixsim.LinkLoss, Loss: 0.05, Spine: s, Rack: s},
+		} {
+			kind, name := fab.Truth(ft)
+			for seed := range uint64(8) {
+				rounds++
+				obs := fab.Observations(ft, seed)
+				if family == api.FamilyIPv6 {
+					obs = ipv6Reports(obs)
+				}
+				for _, l := range diagnose(t, hops, obs).Listed() {
+					if l.Kind != kind || l.Name != name {
+						innocent++
+						seen(kind+" "+name, seed, l)
+					}
+				}
+			}
+		}
+	}
+	return innocent, rounds
+}
+
 // TestRepliesPerProbe: on the lab's shape, a lossy spine or downlink
 // whose replies take a spine per probe (IPv6 targets that label each
 // SYN-ACK afresh, a fabric that hashes labels), and whose replies keep
@@ -149,45 +190,39 @@ func brief(ss []matrix.Suspect) []string {
 // keeps a flow's replies on one path, list innocent spines: the contrast.
 func TestRepliesPerProbe(t *testing.T) {
 	t.Parallel()
-	innocent := map[string]int{}
-	rounds := 0
 	for _, perProbe := range []bool{true, false} {
-		cfg := matrixsim.Config{Racks: 3, NodesPerRack: 3, Spines: 3, LB: true, Pods: true,
-			FlowsPerTarget: 8, ProbesPerFlow: 64, SilentHop: 0.1, Background: 1e-4, ReplyPerProbe: perProbe}
-		fab, err := matrixsim.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hops := hops6(fab)
-		for s := range cfg.Spines {
-			for _, ft := range []matrixsim.Fault{
-				{Kind: matrixsim.SpineLoss, Loss: 0.05, Spine: s},
-				{Kind: matrixsim.LinkLoss, Loss: 0.05, Spine: s, Rack: s},
-			} {
-				kind, name := fab.Truth(ft)
-				for seed := range uint64(8) {
-					rounds++
-					obs := fab.Observations(ft, seed)
-					for _, fam := range []string{api.FamilyIPv4, api.FamilyIPv6} {
-						if fam == api.FamilyIPv6 {
-							obs = ipv6Reports(obs)
-						}
-						for _, l := range diagnose(t, hops, obs).Listed() {
-							if l.Kind != kind || l.Name != name {
-								key := fmt.Sprintf("per probe %v, %s", perProbe, fam)
-								innocent[key]++
-								if fam == api.FamilyIPv6 {
-									t.Errorf("%s: %s %s, seed %d: %s %s listed at %.2f", key, kind, name, seed, l.Kind, l.Name, l.Score)
-								}
-							}
-						}
-					}
-				}
-			}
-		}
+		cfg := repliesShape(8, 64, perProbe)
+		n, rounds := innocentListings(t, cfg, api.FamilyIPv6, func(ft string, seed uint64, l matrix.Suspect) {
+			t.Errorf("replies per probe %v, ipv6: %s, seed %d: %s %s listed at %.2f", perProbe, ft, seed, l.Kind, l.Name, l.Score)
+		})
+		t.Logf("replies per probe %v: %d innocent listings in %d rounds over IPv6", perProbe, n, rounds)
 	}
-	t.Logf("%d rounds each way; innocent listings: %v", rounds/2, innocent)
-	if innocent["per probe true, ipv4"] == 0 {
-		t.Errorf("read as IPv4, replies per probe listed no innocent: the contrast is gone, and the test proves nothing")
+	if n, rounds := innocentListings(t, repliesShape(8, 64, true), api.FamilyIPv4, func(string, uint64, matrix.Suspect) {}); n == 0 {
+		t.Errorf("read as IPv4, replies per probe listed no innocent in %d rounds: the contrast is gone, and the test proves nothing", rounds)
+	} else {
+		t.Logf("the same per-probe reports read as IPv4: %d innocent listings in %d rounds", n, rounds)
+	}
+}
+
+// TestReplySpreadSweep (-eval) is how replySpread's IPv6 share was
+// chosen: innocent listings over IPv6 at each share, on the lab's shape
+// at several flows x probes, replies per probe or per flow.
+func TestReplySpreadSweep(t *testing.T) {
+	if !*evalFull {
+		t.Skip("the sweep runs with -eval")
+	}
+	defer matrix.SetIPv6ReplySpread(matrix.SetIPv6ReplySpread(0))
+	shapes := [][2]int{{8, 16}, {4, 32}, {8, 64}, {2, 128}}
+	t.Logf("| share | replies | %dx%d | %dx%d | %dx%d | %dx%d |", shapes[0][0], shapes[0][1], shapes[1][0], shapes[1][1], shapes[2][0], shapes[2][1], shapes[3][0], shapes[3][1])
+	for _, share := range []float64{0, 0.5, 0.8, 0.9, 0.95} {
+		matrix.SetIPv6ReplySpread(share)
+		for _, perProbe := range []bool{true, false} {
+			row := fmt.Sprintf("| %.2f | per probe %v |", share, perProbe)
+			for _, sh := range shapes {
+				n, rounds := innocentListings(t, repliesShape(sh[0], sh[1], perProbe), api.FamilyIPv6, func(string, uint64, matrix.Suspect) {})
+				row += fmt.Sprintf(" %d of %d |", n, rounds)
+			}
+			t.Log(row)
+		}
 	}
 }

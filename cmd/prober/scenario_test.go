@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -105,6 +106,9 @@ func runSuite(t *testing.T, su suite) {
 	spec := lab.DefaultSpec()
 	spec.Prefix = labtest.Prefix(t)
 	spec.IPv6 = su.ipv6
+	// Hosts that label each reply afresh, as real pods do (lab.Spec):
+	// docs/localization.md has what the dual-stack suite shows with them.
+	spec.FreshLabels = os.Getenv("PROBER_LAB_FRESH_LABELS") != ""
 	const window = 15 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), su.timeout)
 	defer cancel()
