@@ -377,6 +377,7 @@ func fabricExplains(r *round, e *estimator, th *Thresholds, c *candidate, podNod
 	var lost, sent, mean float64
 	for _, pi := range c.pairs {
 		p := &r.pairs[pi]
+		reply := -1.0 // the pair's, once a traced flow needs it
 		for fi := p.flowStart; fi < p.flowEnd; fi++ {
 			f := &r.flows[fi]
 			end := f.linkEnd
@@ -386,7 +387,14 @@ func fabricExplains(r *round, e *estimator, th *Thresholds, c *candidate, podNod
 			n := float64(f.sent)
 			lost += float64(f.lost)
 			sent += n
-			mean += n * (1 - (1-th.Healthy)*math.Exp(-e.predicted(r, f, r.flowLinks[f.linkStart:end], rate)))
+			q := 0.0 // an untraced flow's
+			if fwd := r.flowLinks[f.linkStart:end]; len(fwd) > 0 {
+				if reply < 0 {
+					reply = e.replyRate(r, f.src, f.dst, rate)
+				}
+				q = rate(fwd) + reply
+			}
+			mean += n * (1 - (1-th.Healthy)*math.Exp(-q))
 		}
 	}
 	if sent == 0 {
@@ -395,24 +403,20 @@ func fabricExplains(r *round, e *estimator, th *Thresholds, c *candidate, podNod
 	return upperTail(lost, sent, min(1, mean/sent)) >= th.Alpha
 }
 
-// predicted is the loss rate the fitted rates put on traced flow f (its
-// forward links fwd), as rate sums them: its forward path, its reply's
-// access links, and the lossiest of the middles the reply may take. An
-// untraced flow's is 0.
-func (e *estimator) predicted(r *round, f *rflow, fwd []int32, rate func([]int32) float64) float64 {
-	if len(fwd) == 0 {
+// replyRate is the loss rate the fitted rates, as rate sums them, put on
+// the replies of the pair src->dst: their access links and the lossiest
+// of the middles they may take. 0 when dst is no host or its reverse path
+// is unknown. It is the same for every flow of the pair.
+func (e *estimator) replyRate(r *round, src, dst int32, rate func([]int32) float64) float64 {
+	if !r.isHost(dst) {
 		return 0
 	}
-	q := rate(fwd)
-	if !r.isHost(f.dst) {
-		return q
-	}
-	rev := e.reverse(r, f.src, f.dst)
+	rev := e.reverse(r, src, dst)
 	if !rev.known() {
-		return q
+		return 0
 	}
 	var buf [2 * maxAccess]int32
-	q += rate(rev.links(&buf))
+	q := rate(rev.links(&buf))
 	if rev.mix >= 0 {
 		worst := 0.0
 		for _, cp := range e.components(r, rev.mix) {
