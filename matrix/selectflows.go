@@ -98,8 +98,7 @@ func (s *selector) mixture(r *round, e *estimator, id int32) bool {
 		}
 		touch = touch || len(s.buf) > 0
 		w, lw = append(w, c.w), append(lw, math.Log(c.w))
-		s.arena = append(s.arena, s.buf...)
-		xs = append(xs, s.arena[len(s.arena)-len(s.buf):len(s.arena):len(s.arena)])
+		xs = append(xs, s.keep())
 	}
 	if s.spread > 0 && len(comps) > 1 {
 		// Replies spread per probe: one more path, the paths' average.
@@ -114,8 +113,7 @@ func (s *selector) mixture(r *round, e *estimator, id int32) bool {
 			lw[c] = math.Log(w[c])
 		}
 		w, lw = append(w, s.spread), append(lw, math.Log(s.spread))
-		s.arena = append(s.arena, s.buf...)
-		xs = append(xs, s.arena[len(s.arena)-len(s.buf):len(s.arena):len(s.arena)])
+		xs = append(xs, s.keep())
 	}
 	s.mixW[id], s.mixLogW[id], s.mixX[id] = w, lw, xs
 	s.mixTouch[id] = 2
@@ -123,6 +121,12 @@ func (s *selector) mixture(r *round, e *estimator, id int32) bool {
 		s.mixTouch[id] = 1
 	}
 	return touch
+}
+
+// keep copies s.buf into the arena, for a mixture path's exposures.
+func (s *selector) keep() []xent {
+	s.arena = append(s.arena, s.buf...)
+	return s.arena[len(s.arena)-len(s.buf) : len(s.arena) : len(s.arena)]
 }
 
 // reverseExposure adds to s.buf what a reply crosses for certain: the
