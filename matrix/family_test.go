@@ -206,23 +206,43 @@ func TestRepliesPerProbe(t *testing.T) {
 
 // TestReplySpreadSweep (-eval) is how replySpread's IPv6 share was
 // chosen: innocent listings over IPv6 at each share, on the lab's shape
-// at several flows x probes, replies per probe or per flow.
+// at several flows x probes, replies per probe or per flow. At the
+// share in use, neither kind of reply may list more than the one-path
+// model (share 0) does.
 func TestReplySpreadSweep(t *testing.T) {
 	if !*evalFull {
 		t.Skip("the sweep runs with -eval")
 	}
-	defer matrix.SetIPv6ReplySpread(matrix.SetIPv6ReplySpread(0))
+	chosen := matrix.SetIPv6ReplySpread(0)
+	defer matrix.SetIPv6ReplySpread(chosen)
 	shapes := [][2]int{{8, 16}, {4, 32}, {8, 64}, {2, 128}}
 	t.Logf("| share | replies | %dx%d | %dx%d | %dx%d | %dx%d |", shapes[0][0], shapes[0][1], shapes[1][0], shapes[1][1], shapes[2][0], shapes[2][1], shapes[3][0], shapes[3][1])
-	for _, share := range []float64{0, 0.5, 0.8, 0.9, 0.95} {
+	type key struct {
+		share    float64
+		perProbe bool
+		shape    int
+	}
+	listed := map[key]int{}
+	for _, share := range []float64{0, 0.5, 0.8, 0.9, 0.95, chosen} {
+		if _, done := listed[key{share, true, 0}]; done {
+			continue // chosen is one of the shares swept
+		}
 		matrix.SetIPv6ReplySpread(share)
 		for _, perProbe := range []bool{true, false} {
 			row := fmt.Sprintf("| %.2f | per probe %v |", share, perProbe)
-			for _, sh := range shapes {
+			for i, sh := range shapes {
 				n, rounds := innocentListings(t, repliesShape(sh[0], sh[1], perProbe), api.FamilyIPv6, func(string, uint64, matrix.Suspect) {})
+				listed[key{share, perProbe, i}] = n
 				row += fmt.Sprintf(" %d of %d |", n, rounds)
 			}
 			t.Log(row)
+		}
+	}
+	for _, perProbe := range []bool{true, false} {
+		for i, sh := range shapes {
+			if got, base := listed[key{chosen, perProbe, i}], listed[key{0, perProbe, i}]; got > base {
+				t.Errorf("replies per probe %v, %dx%d: %d innocent listings at share %.2f, %d with one path", perProbe, sh[0], sh[1], got, chosen, base)
+			}
 		}
 	}
 }
