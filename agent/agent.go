@@ -284,6 +284,9 @@ func (a *Agent) openEngines() error {
 		}
 	}
 	a.reg.MustRegister(newUnmatchedCollector(unmatched))
+	if slices.Contains(p.Protocols, probe.ProtocolICMP) {
+		a.reg.MustRegister(newNotAnsweringCollector(a, a.cfg.PerTarget()))
+	}
 	return nil
 }
 

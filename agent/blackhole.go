@@ -3,8 +3,6 @@ package agent
 import (
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/netprober/prober/probe"
 )
 
@@ -86,55 +84,10 @@ func (t *target) blackhole(now time.Time) bool {
 	return t.h2 != nil && now.Before(t.h2.blackholeUntil)
 }
 
-// blackholeCollector exports prober_established_flow_blackhole from the
-// targets' detectors at scrape time: a departed target's series goes
-// with it. Without per-target labels the value is 1 if any target of
-// the path class has a black hole.
-type blackholeCollector struct {
-	a         *Agent
-	perTarget bool
-	desc      *prometheus.Desc
-}
-
-func newBlackholeCollector(a *Agent, perTarget bool) *blackholeCollector {
-	labels := []string{"path", "family"}
-	if perTarget {
-		labels = append(labels, "target")
-	}
-	return &blackholeCollector{a: a, perTarget: perTarget, desc: prometheus.NewDesc("prober_established_flow_blackhole",
+// newBlackholeCollector exports prober_established_flow_blackhole: any
+// target of a path class with a black hole, without per-target labels.
+func newBlackholeCollector(a *Agent, perTarget bool) *stateCollector {
+	return newStateCollector(a, perTarget, false, "prober_established_flow_blackhole",
 		"1 while PINGs on the long-lived HTTP/2 connection to a target died and new flows (tcp_syn) to it passed, within the last window; else 0.",
-		labels, nil)}
-}
-
-func (c *blackholeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *blackholeCollector) Collect(ch chan<- prometheus.Metric) {
-	now := c.a.now()
-	c.a.mu.Lock()
-	ts := make([]*target, 0, len(c.a.targets))
-	for _, t := range c.a.targets {
-		if t.h2 != nil {
-			ts = append(ts, t)
-		}
-	}
-	c.a.mu.Unlock()
-	type pathFamily struct{ path, family string }
-	byPath := map[pathFamily]float64{}
-	for _, t := range ts {
-		t.mu.Lock()
-		v := 0.0
-		if t.blackhole(now) {
-			v = 1
-		}
-		t.mu.Unlock()
-		if c.perTarget {
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, t.path, t.Family(), t.Name)
-		} else {
-			k := pathFamily{t.path, t.Family()}
-			byPath[k] = max(byPath[k], v)
-		}
-	}
-	for k, v := range byPath {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, k.path, k.family)
-	}
+		func(t *target, now time.Time) (bool, bool) { return t.blackhole(now), t.h2 != nil })
 }

@@ -78,7 +78,8 @@ func (a *Agent) serveObservations(w http.ResponseWriter, r *http.Request) {
 // Observations snapshots every target's windows.
 func (a *Agent) Observations() api.Observations {
 	now := a.now()
-	since := now.Add(-a.cfg.Probing.Window.D())
+	span := a.cfg.Probing.Window.D()
+	since := now.Add(-span)
 	obs := api.Observations{
 		SchemaVersion: api.SchemaVersion,
 		Agent: api.Agent{
@@ -111,6 +112,11 @@ func (a *Agent) Observations() api.Observations {
 				continue
 			}
 			p := api.Protocol{Protocol: string(proto)}
+			if proto == probe.ProtocolICMP && t.notAnswering(span) {
+				p.NotAnswering = true
+				at.Protocols = append(at.Protocols, p)
+				continue
+			}
 			rtts = rtts[:0]
 			for i, w := range ps.flows {
 				var st api.Stats

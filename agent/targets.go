@@ -36,6 +36,9 @@ type target struct {
 
 	mu     sync.Mutex
 	protos map[probe.Protocol]*protoState
+	// echoAt is when the target last answered ICMP echo, otherAt when it
+	// last answered any other protocol; zero: never (guarded by mu).
+	echoAt, otherAt time.Time
 }
 
 type protoState struct {
@@ -197,12 +200,13 @@ const lbSettle = 10 * time.Second
 
 func (a *Agent) record(t *target, proto probe.Protocol, flow int, r probe.Result) {
 	ps := t.protos[proto]
+	now := a.now()
 	if t.Class == config.ClassLB {
 		t.mu.Lock()
 		live := ps.live[flow] || r.Outcome == probe.OK
 		ps.live[flow] = live
 		t.mu.Unlock()
-		if !live && a.now().Sub(t.added) < a.lbSettle {
+		if !live && now.Sub(t.added) < a.lbSettle {
 			return // not yet programmed, perhaps: neither sent nor lost
 		}
 	}
@@ -214,13 +218,49 @@ func (a *Agent) record(t *target, proto probe.Protocol, flow int, r probe.Result
 		r.Outcome = probe.Lost
 	}
 	t.mu.Lock()
-	ps.flows[flow].add(a.now(), r)
+	if !t.counts(now, a.cfg.Probing.Window.D(), proto, ps.flows[flow], r) {
+		t.mu.Unlock()
+		return // an echo the target does not answer: neither sent nor lost
+	}
+	ps.flows[flow].add(now, r)
 	t.mu.Unlock()
 	a.m.record(ps.series, proto, r)
 	a.paths.lost(t, proto, flow, r)
 	if r.Outcome == probe.LocalError {
 		a.log.Debug("probe error", "peer", t.Name, "protocol", string(proto), "reason", r.Reason, "err", r.Err)
 	}
+}
+
+// counts notes when the target answered and says whether r counts. An
+// echo that is lost while the target does not answer echo (notAnswering)
+// does not: a host firewall or a security group that drops echo is no
+// loss. Caller holds t.mu.
+func (t *target) counts(now time.Time, span time.Duration, proto probe.Protocol, w *window, r probe.Result) bool {
+	answered := r.Outcome == probe.OK || r.Outcome == probe.Refused
+	switch {
+	case proto != probe.ProtocolICMP:
+		if answered {
+			t.otherAt = now
+		}
+	case r.Outcome == probe.OK:
+		if t.notAnswering(span) {
+			w.reset() // answering (again): losses from before are history
+		}
+		t.echoAt = now
+	case r.Outcome == probe.Lost:
+		return !t.notAnswering(span)
+	}
+	return true
+}
+
+// notAnswering says whether the target does not answer ICMP echo: it has
+// not since it was added, or another protocol answered it more than span
+// after echo last did (a firewall rule added since). Its echoes are then
+// no data, never loss, and tcp_syn and http2_ping carry the diagnosis. A
+// target that answered echo and then answers nothing at all is cut off,
+// not filtered: its echoes count as lost. Caller holds t.mu.
+func (t *target) notAnswering(span time.Duration) bool {
+	return t.echoAt.IsZero() || t.otherAt.Sub(t.echoAt) > span
 }
 
 // SetLabels replaces the labels the agent reports for itself: with

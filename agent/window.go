@@ -54,6 +54,11 @@ func (w *window) add(at time.Time, r probe.Result) {
 	w.last, w.any = r.Outcome, true
 }
 
+// reset forgets every sample, keeping the ring.
+func (w *window) reset() {
+	w.next, w.count, w.any = 0, 0, false
+}
+
 // grow doubles the full ring (up to max), oldest sample first.
 func (w *window) grow() {
 	ring := make([]sample, min(2*len(w.ring), w.max))

@@ -62,6 +62,11 @@ type Target struct {
 // Protocol is one protocol's totals towards a target over the window.
 type Protocol struct {
 	Protocol string `json:"protocol"` // icmp | tcp_syn | http2_ping
+	// NotAnswering is set when the target has not answered the protocol
+	// since the agent began probing it, or stopped while it answers
+	// others: ICMP echo that a host firewall or a security group drops.
+	// No data, never loss: Stats are zero.
+	NotAnswering bool `json:"notAnswering,omitempty"`
 	Stats
 	// Flows is the per-flow breakdown (tcp_syn: one per source port).
 	Flows []Flow `json:"flows,omitempty"`

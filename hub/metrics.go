@@ -57,6 +57,9 @@ func newHubMetrics(reg prometheus.Registerer, h *Hub) *hubMetrics {
 		sent: prometheus.NewDesc("prober_matrix_probes",
 			"Probes behind prober_matrix_loss_ratio in the agents' windows.",
 			[]string{"source", "target", "path", "protocol", "family"}, nil),
+		notAnswering: prometheus.NewDesc("prober_matrix_not_answering",
+			"Source-target pairs behind a cell whose target does not answer the protocol (ICMP echo a firewall or security group drops): no data, not loss.",
+			[]string{"source", "target", "path", "protocol", "family"}, nil),
 		suspect: prometheus.NewDesc("prober_suspect",
 			"A device, link, LB, host, tier or dataplane suspected of dropping packets; the value is its score (0-1). family is set when it drops one address family only.",
 			[]string{"kind", "name", "family"}, nil),
@@ -73,12 +76,12 @@ func newHubMetrics(reg prometheus.Registerer, h *Hub) *hubMetrics {
 // snapshotCollector exports the latest snapshot and diagnosis as const
 // metrics: the series follow the matrix, with no stale series to delete.
 type snapshotCollector struct {
-	h                                        *Hub
-	loss, sent, suspect, suspectLoss, agents *prometheus.Desc
+	h                                                      *Hub
+	loss, sent, notAnswering, suspect, suspectLoss, agents *prometheus.Desc
 }
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.loss, c.sent, c.suspect, c.suspectLoss, c.agents} {
+	for _, d := range []*prometheus.Desc{c.loss, c.sent, c.notAnswering, c.suspect, c.suspectLoss, c.agents} {
 		ch <- d
 	}
 }
@@ -90,6 +93,9 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, cell := range h.snap.Groups {
 		ch <- prometheus.MustNewConstMetric(c.loss, prometheus.GaugeValue, cell.LossRatio, cell.Source, cell.Target, cell.Path, cell.Protocol, cell.Family)
 		ch <- prometheus.MustNewConstMetric(c.sent, prometheus.GaugeValue, float64(cell.Sent), cell.Source, cell.Target, cell.Path, cell.Protocol, cell.Family)
+		if cell.NotAnswering > 0 {
+			ch <- prometheus.MustNewConstMetric(c.notAnswering, prometheus.GaugeValue, float64(cell.NotAnswering), cell.Source, cell.Target, cell.Path, cell.Protocol, cell.Family)
+		}
 	}
 	seen := map[[3]string]bool{}
 	for _, s := range h.diag.Suspects {

@@ -77,6 +77,7 @@ type targetRec struct {
 type protoRec struct {
 	protocol           string
 	stats              api.Stats
+	notAnswering       bool // the target does not answer it: no data
 	flowStart, flowEnd int32
 }
 
@@ -163,10 +164,15 @@ func (m *Matrix) Observe(now time.Time, obs api.Observations) error {
 		tr.backendEnd = int32(len(a.backends))
 		for j := range t.Protocols {
 			p := &t.Protocols[j]
-			pr := protoRec{protocol: p.Protocol, stats: p.Stats, flowStart: int32(len(a.flows))}
+			pr := protoRec{protocol: p.Protocol, stats: p.Stats, notAnswering: p.NotAnswering, flowStart: int32(len(a.flows))}
 			sanitize(&pr.stats)
-			for k := range p.Flows {
-				a.flows = append(a.flows, m.flowOf(a, &p.Flows[k]))
+			if pr.notAnswering {
+				// No data, whatever counts a report sends beside the flag.
+				pr.stats = api.Stats{Errors: pr.stats.Errors}
+			} else {
+				for k := range p.Flows {
+					a.flows = append(a.flows, m.flowOf(a, &p.Flows[k]))
+				}
 			}
 			pr.flowEnd = int32(len(a.flows))
 			a.protos = append(a.protos, pr)

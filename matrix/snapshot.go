@@ -49,6 +49,10 @@ type Cell struct {
 	LossRatio float64 `json:"lossRatio"`
 	RTTP50    float64 `json:"rttP50Seconds"`
 	RTTP99    float64 `json:"rttP99Seconds"`
+	// NotAnswering counts the cell's source-target pairs whose target
+	// does not answer the protocol (api.Protocol.NotAnswering): ICMP
+	// echo a firewall drops. No data, never loss.
+	NotAnswering uint64 `json:"notAnswering,omitempty"`
 }
 
 // AgentStates are the values of AgentStatus.State.
@@ -90,6 +94,9 @@ func (m *Matrix) Snapshot(now time.Time) Snapshot {
 					Sent: p.stats.Sent, Lost: p.stats.Lost, LossRatio: p.stats.LossRatio,
 					RTTP50: p.stats.RTTP50, RTTP99: p.stats.RTTP99,
 				}
+				if p.notAnswering {
+					c.NotAnswering = 1
+				}
 				pairs = append(pairs, c)
 				k := key{srcGroup, dstGroup, t.path, p.protocol, t.family}
 				g := groups[k]
@@ -99,6 +106,7 @@ func (m *Matrix) Snapshot(now time.Time) Snapshot {
 				}
 				g.Sent += c.Sent
 				g.Lost += c.Lost
+				g.NotAnswering += c.NotAnswering
 				if w := float64(c.Sent - c.Lost); w > 0 && c.RTTP50 > 0 {
 					g.RTTP50 += w * c.RTTP50
 					g.rttWeight += w
