@@ -46,6 +46,13 @@ type Spec struct {
 	// replies may cross another spine per probe. Otherwise hosts reflect
 	// the label they are sent (RFC 7690) and a flow's replies keep one.
 	FreshLabels bool `json:"fresh_labels,omitempty"`
+	// DropEcho makes every node drop the ICMP echo requests sent to it,
+	// as a host firewall or a cloud security group does; TCP passes.
+	DropEcho bool `json:"drop_echo,omitempty"`
+	// SilentRouters makes the ToRs and spines send no ICMP time exceeded,
+	// as a cloud VPC's routers: a trace shows its target and nothing
+	// between. (Without it they answer under Linux's default rate limit.)
+	SilentRouters bool `json:"silent_routers,omitempty"`
 }
 
 // Default sizes, also the CLI's flag defaults.

@@ -122,6 +122,9 @@ func (b *builder) build(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := b.filters(); err != nil {
+		return err
+	}
 	return b.waitOperUp(ctx, 5*time.Second)
 }
 

@@ -1,0 +1,70 @@
+package lab
+
+import (
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// filterTable holds the network's own ICMP filtering (Spec.DropEcho,
+// Spec.SilentRouters): part of the network, not a fault, so Clear keeps
+// it.
+const filterTable = "prober_filter"
+
+// ICMP types the filters match.
+const (
+	icmpEchoRequest   = 8
+	icmpTimeExceeded  = 11
+	icmp6EchoRequest  = 128
+	icmp6TimeExceeded = 3
+)
+
+// filters installs the spec's ICMP filtering once the fabric is built:
+// nodes that drop echo requests in their input hook (a host firewall, a
+// security group), routers that send no time exceeded from their output
+// hook (a cloud VPC's): a trace then sees the target and nothing between.
+func (b *builder) filters() error {
+	spec := b.plan.fabric.Spec
+	if spec.DropEcho {
+		for _, h := range b.plan.fabric.Hosts {
+			if h.Class != ClassNode {
+				continue
+			}
+			if err := addFilter(h.Namespace, nftables.ChainHookInput, icmpEchoRequest, icmp6EchoRequest); err != nil {
+				return err
+			}
+		}
+	}
+	if spec.SilentRouters {
+		for _, r := range b.plan.fabric.Routers {
+			if r.Kind != KindToR && r.Kind != KindSpine {
+				continue
+			}
+			if err := addFilter(r.Namespace, nftables.ChainHookOutput, icmpTimeExceeded, icmp6TimeExceeded); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// addFilter drops, in hook, ICMP of type v4 and ICMPv6 of type v6:
+// meta l4proto icmp icmp type V4 drop; meta l4proto ipv6-icmp icmpv6 type V6 drop.
+func addFilter(ns string, hook *nftables.ChainHook, v4, v6 byte) error {
+	return nftIn(ns, func(c *nftables.Conn) error {
+		t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: filterTable})
+		ch := c.AddChain(baseChain(t, "icmp", nftables.ChainTypeFilter, hook, 0))
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: icmpTypeDrop(unix.IPPROTO_ICMP, v4)})
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: icmpTypeDrop(unix.IPPROTO_ICMPV6, v6)})
+		return nil
+	})
+}
+
+// meta l4proto PROTO; @th,0,8 == typ; drop
+func icmpTypeDrop(proto, typ byte) []expr.Any {
+	return rule(metaIs(expr.MetaKeyL4PROTO, []byte{proto}), []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{typ}},
+		verdictDrop(),
+	})
+}
