@@ -101,7 +101,7 @@ func (a *Agent) Observations() api.Observations {
 	slices.SortFunc(ts, func(x, y *target) int { return compareKeys(x.key(), y.key()) })
 	var rtts []float64
 	for _, t := range ts {
-		at := api.Target{Name: t.Name, Address: t.Addr.String(), Class: t.Class, Family: t.Family(), Path: t.path}
+		at := api.Target{Name: t.Name, Address: t.Addr.String(), Class: t.Class, Family: t.Family(), Port: t.Port, Path: t.path}
 		t.mu.Lock()
 		at.Labels = t.Labels
 		at.Backends = t.Backends

@@ -45,6 +45,9 @@ type Target struct {
 	// family of Address (agents before dual-stack did not send it).
 	Family string            `json:"family,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// Port is the TCP port tcp_syn probes it on: with Address, the
+	// source address and a flow's source port, the flow's 5-tuple.
+	Port uint16 `json:"port,omitempty"`
 	// Path is the path class: node_to_node, node_to_pod, pod_to_node,
 	// pod_to_pod, node_to_lb or pod_to_lb.
 	Path      string     `json:"path"`
