@@ -62,7 +62,12 @@ type Evidence struct {
 	// Votes is the 007 vote the suspect's links held when blamed.
 	Votes float64 `json:"votes,omitempty"`
 	// Links lists the suspect's lossy links (devices, hosts).
-	Links    []string  `json:"links,omitempty"`
+	Links []string `json:"links,omitempty"`
+	// Silent is set on a tier when no router between its flows' ends
+	// answered their traces (a cloud VPC's fabric, or every router's
+	// ICMP filtered): the device cannot be named, only the tier and the
+	// flows that lose through it.
+	Silent   bool      `json:"silent,omitempty"`
 	Examples []FlowRef `json:"examples"`
 }
 
@@ -73,13 +78,19 @@ type FlowRef struct {
 	// Path is the pair's path class and Family its address family;
 	// Protocol is tcp_syn for a traced flow, empty for a pair's probes
 	// over every protocol.
-	Path       string   `json:"path,omitempty"`
-	Family     string   `json:"family,omitempty"`
-	Protocol   string   `json:"protocol,omitempty"`
-	SourcePort uint16   `json:"sourcePort,omitempty"`
-	Sent       uint64   `json:"sent"`
-	Lost       uint64   `json:"lost"`
-	Hops       []string `json:"hops,omitempty"`
+	Path       string `json:"path,omitempty"`
+	Family     string `json:"family,omitempty"`
+	Protocol   string `json:"protocol,omitempty"`
+	SourcePort uint16 `json:"sourcePort,omitempty"`
+	// SourceAddress, TargetAddress and TargetPort complete a traced
+	// flow's 5-tuple (TCP) where the reports say them: what a switch
+	// vendor's ECMP hash tool takes to say which path the flow hashes to.
+	SourceAddress string   `json:"sourceAddress,omitempty"`
+	TargetAddress string   `json:"targetAddress,omitempty"`
+	TargetPort    uint16   `json:"targetPort,omitempty"`
+	Sent          uint64   `json:"sent"`
+	Lost          uint64   `json:"lost"`
+	Hops          []string `json:"hops,omitempty"`
 }
 
 // ListScore is the score from which a suspect is listed: what an operator

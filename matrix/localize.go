@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 
@@ -115,11 +116,12 @@ func (m *Matrix) localize(agents []*agentState) ([]Suspect, Fabric) {
 	cut := explainPods(r, dps)
 	e.fit(r)
 	podNode := m.podNodes(r)
+	unseen := newUnseenCross(r, rackOf)
 	// A node's pods, or a host, whose flows' ECMP hashes happened to
 	// cross a lossy link more often than their peers' did lose more with
 	// nothing wrong of their own: what the fabric's fitted rates predict
 	// for their flows decides.
-	if kept := slices.DeleteFunc(slices.Clone(dps), func(c candidate) bool { return fabricExplains(r, e, th, &c, podNode, cut) }); len(kept) < len(dps) {
+	if kept := slices.DeleteFunc(slices.Clone(dps), func(c candidate) bool { return fabricExplains(r, e, th, &c, podNode, cut, unseen) }); len(kept) < len(dps) {
 		// The flows of what the fabric explains are its evidence again.
 		for fi, end := range cut {
 			r.flows[fi].linkEnd = end
@@ -135,7 +137,7 @@ func (m *Matrix) localize(agents []*agentState) ([]Suspect, Fabric) {
 	// A pod behind a node whose dataplane loses is the dataplane's doing
 	// (its own link is the dataplane's veth).
 	hosts = slices.DeleteFunc(hosts, func(c candidate) bool {
-		return dpNodes[podNode[c.dev]] || fabricExplains(r, e, th, &c, podNode, cut)
+		return dpNodes[podNode[c.dev]] || fabricExplains(r, e, th, &c, podNode, cut, unseen)
 	})
 	blames := vote(r, e, th)
 	var ruleHosts []int32
@@ -157,8 +159,14 @@ func (m *Matrix) localize(agents []*agentState) ([]Suspect, Fabric) {
 			ruled[c.dev] = true
 		}
 	}
+	// A pod behind a node the rules name (its dataplane, its NIC) loses
+	// what its node does.
+	behind := maps.Clone(dpNodes)
+	for _, c := range hosts {
+		behind[c.Name] = true
+	}
 	for d, n := range podNode {
-		if dpNodes[n] {
+		if behind[n] {
 			ruled[d] = true
 		}
 	}
@@ -177,7 +185,7 @@ func (m *Matrix) localize(agents []*agentState) ([]Suspect, Fabric) {
 		if c.dev >= 0 && ruled[c.dev] && c.Kind != KindLB && c.Kind != KindHost {
 			continue
 		}
-		if c.Kind == KindHost && dpNodes[podNode[c.dev]] {
+		if c.Kind == KindHost && behind[podNode[c.dev]] {
 			continue
 		}
 		if c.Kind == KindLink {
@@ -192,6 +200,11 @@ func (m *Matrix) localize(agents []*agentState) ([]Suspect, Fabric) {
 		kept = append(kept, c)
 	}
 	tiers := tierSuspects(r, th, rackOf, ruled)
+	for i := range tiers {
+		if tiers[i].Kind == KindTier {
+			m.tierFlows(r, th, &tiers[i])
+		}
+	}
 	all := slices.Concat(lbs, dps, hosts, kept)
 	fabricNamed := len(kept) > 0
 	// Tier scoring sees only end-to-end totals, so a lossy spine makes
@@ -290,19 +303,26 @@ func (m *Matrix) linkEvidence(r *round, e *estimator, blames []blame, c *candida
 		flows = flows[:maxExamples]
 	}
 	for _, fi := range flows {
-		f := &r.flows[fi]
-		p := &r.pairs[f.pair]
-		a := r.agents[p.agent]
-		t := &a.targets[p.target]
-		ref := FlowRef{Source: a.name, Target: t.name, Path: t.path, Family: t.family, Protocol: api.ProtocolTCPSYN,
-			SourcePort: f.sourcePort, Sent: f.sent, Lost: f.lost}
-		for _, h := range a.hops[f.hopStart:f.hopEnd] {
-			if h < 0 {
-				ref.Hops = append(ref.Hops, "")
-			} else {
-				ref.Hops = append(ref.Hops, m.addrs[h])
-			}
-		}
-		c.Evidence.Examples = append(c.Evidence.Examples, ref)
+		c.Evidence.Examples = append(c.Evidence.Examples, m.flowRef(r, fi))
 	}
+}
+
+// flowRef is traced flow fi as an example: its ends, its 5-tuple as far
+// as the reports say it, its counts and its hops.
+func (m *Matrix) flowRef(r *round, fi int32) FlowRef {
+	f := &r.flows[fi]
+	p := &r.pairs[f.pair]
+	a := r.agents[p.agent]
+	t := &a.targets[p.target]
+	ref := FlowRef{Source: a.name, Target: t.name, Path: t.path, Family: t.family, Protocol: api.ProtocolTCPSYN,
+		SourcePort: f.sourcePort, Sent: f.sent, Lost: f.lost,
+		SourceAddress: a.sourceAddress(t.family), TargetAddress: t.address, TargetPort: t.port}
+	for _, h := range a.hops[f.hopStart:f.hopEnd] {
+		if h < 0 {
+			ref.Hops = append(ref.Hops, "")
+		} else {
+			ref.Hops = append(ref.Hops, m.addrs[h])
+		}
+	}
+	return ref
 }

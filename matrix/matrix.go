@@ -65,11 +65,22 @@ type agentState struct {
 	famTargets []targetRec
 }
 
+// sourceAddress is the address a probes from over family fam.
+func (a *agentState) sourceAddress(fam string) string {
+	for _, addr := range a.addresses {
+		if api.AddressFamily(addr) == fam {
+			return addr
+		}
+	}
+	return a.address
+}
+
 type targetRec struct {
 	name, address, class, path string
 	family                     string
 	group, node, rack          string
 	blackhole                  bool
+	port                       uint16
 	protoStart, protoEnd       int32
 	backendStart, backendEnd   int32
 }
@@ -150,6 +161,7 @@ func (m *Matrix) Observe(now time.Time, obs api.Observations) error {
 			family: t.ProbedFamily(),
 			group:  m.groupOf(t.Name, t.Labels), node: t.Labels["node"],
 			blackhole:    t.EstablishedFlowBlackhole,
+			port:         t.Port,
 			protoStart:   int32(len(a.protos)),
 			backendStart: int32(len(a.backends)),
 		}

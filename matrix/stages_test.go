@@ -200,7 +200,7 @@ func TestVoteBlamesSharedLink(t *testing.T) {
 func TestTierScoringUntraced(t *testing.T) {
 	t.Parallel()
 	// No traced paths: only pair totals and rack labels.
-	reps := func(lossy func(src string) bool, labelled bool) []api.Observations {
+	reps := func(lossy func(src, dst string) bool, labelled bool) []api.Observations {
 		rack := func(r int) string {
 			if !labelled {
 				return ""
@@ -219,7 +219,7 @@ func TestTierScoringUntraced(t *testing.T) {
 							continue
 						}
 						var lost uint64
-						if lossy(src) {
+						if lossy(src, dst) {
 							lost = 10
 						}
 						obs.Targets = append(obs.Targets, target(dst, rack(r2), 500, lost, 0.001))
@@ -232,16 +232,19 @@ func TestTierScoringUntraced(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
-		lossy    func(string) bool
+		lossy    func(src, dst string) bool
 		labelled bool
 		want     string
 	}{
-		{"one rack", func(s string) bool { return s[1] == '2' }, true, "device/rack2"},
-		{"all racks", func(string) bool { return true }, true, "tier/spine"},
+		{"one rack", func(s, _ string) bool { return s[1] == '2' }, true, "device/rack2"},
+		{"all racks", func(string, string) bool { return true }, true, "tier/spine"},
+		// Silent or untraced: where the loss falls says what it is.
+		{"across racks only", func(s, d string) bool { return s[1] != d[1] }, true, "tier/spine"},
+		{"in and out of one rack", func(s, d string) bool { return (s[1] == '2') != (d[1] == '2') }, true, "tier/uplinks of rack2"},
 		// Without rack labels or traces nothing says where a rack ends:
 		// no ToR may be blamed, let alone one without a name.
-		{"no racks known", func(s string) bool { return s[1] == '2' }, false, ""},
-		{"no racks known, all lose", func(string) bool { return true }, false, ""},
+		{"no racks known", func(s, _ string) bool { return s[1] == '2' }, false, ""},
+		{"no racks known, all lose", func(string, string) bool { return true }, false, ""},
 	} {
 		m, _ := New(Config{GroupBy: "rack"})
 		for _, o := range reps(tc.lossy, tc.labelled) {

@@ -38,4 +38,10 @@ func (th *Thresholds) significant(lost, sent float64) (bool, float64) {
 	return true, min(1, math.Log(pv)/(2*math.Log(th.Alpha)))
 }
 
+// isSignificant is significant for a tally, without the confidence.
+func (th *Thresholds) isSignificant(t tally) bool {
+	ok, _ := th.significant(float64(t.lost), float64(t.sent))
+	return ok
+}
+
 func expm1(x float64) float64 { return math.Expm1(x) }

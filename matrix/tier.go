@@ -1,114 +1,386 @@
 package matrix
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"slices"
+
+	"github.com/netprober/prober/api"
 )
 
-// tierSuspects is Pingmesh's rule over every pair, traced or not: a node
-// is symptomatic when its own paths out are significantly lossy (pairs
-// to excluded devices, already explained by a rule, left out); a rack is
-// symptomatic when at least RackShare of its nodes (and two or more) are;
-// nodes of no known rack are left out.
-// Some racks symptomatic blames those racks' ToRs; every rack (at least
-// two) blames the tier above them, which the matrix alone cannot narrow
-// to a device: traced paths can.
+// tierSuspects is Pingmesh's rule, refined by where the loss falls, over
+// every pair, traced or not: it stands where traces name nothing (a
+// silent fabric, tracing off) and confirms what they name elsewhere.
+// Pairs are tallied by the racks of their ends (rackOf; hosts of no known
+// rack, pairs to excluded hosts, LB paths and pairs within one node are
+// left out). A ToR's or uplinks' loss must be spread: no host holds
+// more than 3/4 of it; the tier's must be significant without its worst
+// rack. One broken host is never a ToR or a tier:
+//
+//   - Only its ToR lies between rack-mates: a rack whose in-rack pairs
+//     lose while the other racks' do not is its ToR.
+//   - Cross-rack loss that falls on one rack's pairs alone (those in and
+//     out of it clearly worse than all others, its in-rack pairs clean)
+//     is the links between its ToR and the tier above: its uplinks.
+//   - Cross-rack loss spread over the racks is the tier above the ToRs,
+//     which the matrix alone cannot narrow to a device: traced paths can.
+//
+// A tier's candidate keeps the cross-rack pairs behind it (pairs), for
+// tierFlows to say which of their flows lose.
 func tierSuspects(r *round, th *Thresholds, rackOf func(int32) string, excluded map[int32]bool) []candidate {
-	type node struct{ t tally }
-	type rack struct {
-		nodes, sick int
-		t           tally
-		sickNames   []string
-	}
-	nodes := map[int32]*tally{}
-	for pi := range r.pairs {
-		p := &r.pairs[pi]
-		t := &r.agents[p.agent].targets[p.target]
-		if excluded[p.dst] || excluded[p.src] || isLBPath(t) {
-			continue
-		}
-		n := nodes[p.src]
-		if n == nil {
-			n = &tally{}
-			nodes[p.src] = n
-		}
-		n.sent += p.sent
-		n.lost += p.lost
-	}
-	racks := map[string]*rack{}
-	for _, d := range sortedKeys(nodes) {
-		n := nodes[d]
-		name := rackOf(d)
-		if name == "" {
-			// Neither a traced ToR nor a group label: nothing says
-			// which nodes share a ToR, and lumping them all into one
-			// nameless rack would blame a ToR that may not exist.
-			continue
-		}
-		rk := racks[name]
-		if rk == nil {
-			rk = &rack{}
-			racks[name] = rk
-		}
-		rk.nodes++
-		if ok, _ := th.significant(float64(n.lost), float64(n.sent)); ok {
-			rk.sick++
-			rk.t.sent += n.sent
-			rk.t.lost += n.lost
-			rk.sickNames = append(rk.sickNames, r.devName[d])
-		}
-	}
-	var sick []string
-	var all tally
-	for _, name := range sortedKeys(racks) {
-		rk := racks[name]
-		if rk.nodes >= 2 && float64(rk.sick) >= th.RackShare*float64(rk.nodes) {
-			sick = append(sick, name)
-			all.sent += rk.t.sent
-			all.lost += rk.t.lost
-		}
-	}
-	if len(sick) == 0 {
+	rt := tallyRacks(r, rackOf, excluded)
+	if len(rt.names) == 0 {
 		return nil
 	}
-	if len(racks) >= 2 && len(sick) == len(racks) {
-		c := candidate{dev: -1}
-		c.Kind, c.Name = KindTier, "spine"
-		c.Addresses = upperTier(r)
-		if len(c.Addresses) == 0 {
-			c.Addresses = sick
-		}
-		_, c.conf = th.significant(float64(all.lost), float64(all.sent))
-		c.EstimatedLoss = all.ratio()
-		c.excess = float64(all.lost) - th.Healthy*float64(all.sent)
-		c.Evidence = Evidence{Stage: "tier",
-			Detail:     fmt.Sprintf("all %d racks have most nodes losing: the tier above the ToRs", len(sick)),
-			LostProbes: float64(all.lost), SentProbes: float64(all.sent),
-			PValue: upperTail(float64(all.lost), float64(all.sent), th.Healthy), Examples: []FlowRef{}}
-		return []candidate{c}
-	}
 	var out []candidate
-	for _, name := range sick {
-		rk := racks[name]
-		c := candidate{dev: -1}
-		if d, ok := r.devID[name]; ok {
-			c.dev = d
-			c.Addresses = slices.Clone(r.devAddr[d])
+	tors := make([]bool, len(rt.names))
+	var sickIn []int
+	var cleanIn tally
+	for q := range rt.names {
+		if th.isSignificant(rt.in[q]) {
+			sickIn = append(sickIn, q)
+		} else {
+			cleanIn.sent += rt.in[q].sent
+			cleanIn.lost += rt.in[q].lost
 		}
-		if c.Addresses == nil {
-			c.Addresses = []string{}
-		}
-		c.Kind, c.Name = KindDevice, name
-		_, c.conf = th.significant(float64(rk.t.lost), float64(rk.t.sent))
-		c.EstimatedLoss = rk.t.ratio()
-		c.excess = float64(rk.t.lost) - th.Healthy*float64(rk.t.sent)
-		c.Evidence = Evidence{Stage: "tier",
-			Detail:     fmt.Sprintf("%d of the %d nodes behind it lose (%v): its ToR", rk.sick, rk.nodes, rk.sickNames),
-			LostProbes: float64(rk.t.lost), SentProbes: float64(rk.t.sent),
-			PValue: upperTail(float64(rk.t.lost), float64(rk.t.sent), th.Healthy), Examples: []FlowRef{}}
-		out = append(out, c)
 	}
-	return out
+	// Every rack losing within itself is no set of ToRs but something
+	// they share: left to the cross-rack rules below.
+	everyIn := len(sickIn) >= 2 && cleanIn.sent == 0
+	if !everyIn && !th.isSignificant(cleanIn) {
+		for _, q := range sickIn {
+			inQ := func(sq, dq int) bool { return sq == q && dq == q }
+			if rt.spreadOverHosts(r, inQ) {
+				tors[q] = true
+				out = append(out, rt.tor(r, th, q, fmt.Sprintf("the paths within it lose %.2g, the other racks' %.2g: its ToR", rt.in[q].ratio(), cleanIn.ratio())))
+			}
+		}
+	}
+
+	var all tally
+	touch := make([]tally, len(rt.names))
+	var pairs []int32
+	for pi := range r.pairs {
+		sq, dq := rt.pairRack[pi][0], rt.pairRack[pi][1]
+		if sq < 0 || sq == dq || tors[sq] || tors[dq] {
+			continue
+		}
+		p := &r.pairs[pi]
+		all.add(p)
+		touch[sq].add(p)
+		touch[dq].add(p)
+		pairs = append(pairs, int32(pi))
+	}
+	if !th.isSignificant(all) {
+		return out
+	}
+	var one []int
+	for q := range rt.names {
+		rest := tally{sent: all.sent - touch[q].sent, lost: all.lost - touch[q].lost}
+		if tors[q] || rest.sent == 0 {
+			continue
+		}
+		// Significantly worse than the rest's rate, which a fabric's
+		// background keeps near Healthy at scale: a fixed ratio
+		// (clearlyWorse's five times) missed a rack's lossy uplink.
+		if th.isSignificant(touch[q]) && !th.isSignificant(rest) && upperTail(float64(touch[q].lost), float64(touch[q].sent), max(rest.ratio(), th.Healthy)) < th.Alpha {
+			one = append(one, q)
+		}
+	}
+	crossQ := func(q int) func(sq, dq int) bool {
+		return func(sq, dq int) bool { return sq != dq && (sq == q || dq == q) && !tors[sq] && !tors[dq] }
+	}
+	if len(one) == 1 {
+		q := one[0]
+		if !rt.spreadOverHosts(r, crossQ(q)) {
+			return out
+		}
+		if rt.in[q].sent == 0 {
+			// No rack-mates to clear the ToR itself.
+			return append(out, rt.tor(r, th, q, fmt.Sprintf("the paths in and out of it lose %.2g, the others %.2g, and no rack-mates tell its ToR from its uplinks", touch[q].ratio(), tally{sent: all.sent - touch[q].sent, lost: all.lost - touch[q].lost}.ratio())))
+		}
+		c := rt.tier(th, "uplinks of "+rt.names[q], touch[q], fmt.Sprintf("the paths in and out of %s lose, its in-rack paths and the other racks' paths do not: the links between its ToR and the tier above", rt.names[q]))
+		c.pairs = slices.DeleteFunc(pairs, func(pi int32) bool {
+			return rt.pairRack[pi][0] != q && rt.pairRack[pi][1] != q
+		})
+		return append(out, c)
+	}
+	// Spread: the cross-rack pairs that do not touch the worst rack lose
+	// too.
+	worst, n := -1, 0
+	for q := range rt.names {
+		if tors[q] || touch[q].sent == 0 {
+			continue
+		}
+		n++
+		if worst < 0 || touch[q].lost > touch[worst].lost {
+			worst = q
+		}
+	}
+	if n < 2 {
+		return out
+	}
+	rest := tally{sent: all.sent - touch[worst].sent, lost: all.lost - touch[worst].lost}
+	if n > 2 && !th.isSignificant(rest) {
+		return out
+	}
+	within := "not within their own"
+	if everyIn {
+		within = "and within their own"
+	}
+	c := rt.tier(th, "spine", all, fmt.Sprintf("the paths between all %d racks lose, %s: the tier above the ToRs", n, within))
+	c.Addresses = upperTier(r)
+	if len(c.Addresses) == 0 {
+		for q := range rt.names {
+			if !tors[q] && touch[q].sent > 0 {
+				c.Addresses = append(c.Addresses, rt.names[q])
+			}
+		}
+	}
+	c.pairs = pairs
+	return append(out, c)
+}
+
+// rackTallies are the pairs tallied by the racks of their ends.
+type rackTallies struct {
+	names []string
+	// pairRack is each pair's source and target rack (indexes into
+	// names), -1 where unknown or the pair is left out.
+	pairRack [][2]int
+	in       []tally // pairs within the rack
+}
+
+func tallyRacks(r *round, rackOf func(int32) string, excluded map[int32]bool) *rackTallies {
+	rt := &rackTallies{pairRack: make([][2]int, len(r.pairs))}
+	idx := map[string]int{}
+	rackIdx := func(d int32) int {
+		name := rackOf(d)
+		if name == "" {
+			// Nothing says which hosts share a ToR, and lumping them
+			// into one nameless rack would blame a ToR that may not
+			// exist.
+			return -1
+		}
+		q, ok := idx[name]
+		if !ok {
+			q = len(rt.names)
+			idx[name] = q
+			rt.names = append(rt.names, name)
+		}
+		return q
+	}
+	for pi := range r.pairs {
+		p := &r.pairs[pi]
+		rt.pairRack[pi] = [2]int{-1, -1}
+		t := &r.agents[p.agent].targets[p.target]
+		if excluded[p.dst] || excluded[p.src] || isLBPath(t) || r.sameNode(p) {
+			continue
+		}
+		sq, dq := rackIdx(p.src), rackIdx(p.dst)
+		if sq < 0 || dq < 0 {
+			continue
+		}
+		rt.pairRack[pi] = [2]int{sq, dq}
+	}
+	rt.in = make([]tally, len(rt.names))
+	for pi := range r.pairs {
+		if q := rt.pairRack[pi]; q[0] >= 0 && q[0] == q[1] {
+			rt.in[q[0]].add(&r.pairs[pi])
+		}
+	}
+	return rt
+}
+
+// spreadOverHosts reports whether the loss of the pairs that take (by
+// the racks of their ends) is spread: no host, source or target (a pod
+// counting as its node), lost most of it.
+func (rt *rackTallies) spreadOverHosts(r *round, take func(sq, dq int) bool) bool {
+	var all tally
+	byHost := map[int32]tally{}
+	for pi := range r.pairs {
+		k := rt.pairRack[pi]
+		if k[0] < 0 || !take(k[0], k[1]) {
+			continue
+		}
+		p := &r.pairs[pi]
+		all.add(p)
+		for _, h := range [2]int32{r.nodeOf(p.src), r.nodeOf(p.dst)} {
+			t := byHost[h]
+			t.add(p)
+			byHost[h] = t
+		}
+	}
+	for _, t := range byHost {
+		if !spread(t, all) {
+			return false
+		}
+	}
+	return true
+}
+
+// spread reports whether part holds at most 3/4 of all's lost probes.
+func spread(part, all tally) bool { return 4*part.lost <= 3*all.lost }
+
+// tor is the candidate that rack q's ToR drops, from every pair touching
+// the rack.
+func (rt *rackTallies) tor(r *round, th *Thresholds, q int, detail string) candidate {
+	var t tally
+	for pi := range r.pairs {
+		if k := rt.pairRack[pi]; k[0] == q || k[1] == q {
+			t.add(&r.pairs[pi])
+		}
+	}
+	name := rt.names[q]
+	c := candidate{dev: -1}
+	if d, ok := r.devID[name]; ok {
+		c.dev = d
+		c.Addresses = slices.Clone(r.devAddr[d])
+	}
+	if c.Addresses == nil {
+		c.Addresses = []string{}
+	}
+	c.Kind, c.Name = KindDevice, name
+	score(th, &c, t, detail)
+	return c
+}
+
+// tier is a tier candidate named name over the pairs t tallies.
+func (rt *rackTallies) tier(th *Thresholds, name string, t tally, detail string) candidate {
+	c := candidate{dev: -1}
+	c.Kind, c.Name, c.Addresses = KindTier, name, []string{}
+	score(th, &c, t, detail)
+	return c
+}
+
+// score sets a tier stage candidate's confidence, loss, excess and
+// evidence from the pairs t tallies.
+func score(th *Thresholds, c *candidate, t tally, detail string) {
+	_, c.conf = th.significant(float64(t.lost), float64(t.sent))
+	c.EstimatedLoss = t.ratio()
+	c.excess = float64(t.lost) - th.Healthy*float64(t.sent)
+	c.Evidence = Evidence{Stage: "tier", Detail: detail,
+		LostProbes: float64(t.lost), SentProbes: float64(t.sent),
+		PValue: upperTail(float64(t.lost), float64(t.sent), th.Healthy), Examples: []FlowRef{}}
+}
+
+// sameNode reports whether p's ends are on one node (a pod and its node,
+// or two pods of it): their packets never reach the ToR.
+func (r *round) sameNode(p *pair) bool {
+	a := r.agents[p.agent]
+	t := &a.targets[p.target]
+	src := a.name
+	if n := r.agentNode[p.agent]; n >= 0 {
+		src = r.devName[n]
+	}
+	dst := t.name
+	if t.class == api.ClassPod && t.node != "" {
+		dst = t.node
+	}
+	return src == dst
+}
+
+// maxTierFlows is how many lossy flows a tier suspect lists: their
+// 5-tuples are what an operator gives the fabric's ECMP hash tool.
+const maxTierFlows = 16
+
+// tierFlows says which of the flows crossing tier candidate c lose: how
+// many, the share of them a two-class fit puts at a lossy rate (one path
+// of several: a device or link the tier hides, not every path), the
+// lossiest as examples with their 5-tuples, and whether every traced one
+// crossed a silent fabric (rflow.unseen).
+func (m *Matrix) tierFlows(r *round, th *Thresholds, c *candidate) {
+	var lossy []int32
+	counts := flowCounts{}
+	flows, traced, heard := 0, 0, 0
+	for _, pi := range c.pairs {
+		p := &r.pairs[pi]
+		for fi := p.flowStart; fi < p.flowEnd; fi++ {
+			f := &r.flows[fi]
+			if f.sent == 0 {
+				continue
+			}
+			counts.add(f.sent, f.lost)
+			flows++
+			if f.lost > 0 {
+				lossy = append(lossy, fi)
+			}
+			if f.hopEnd > f.hopStart {
+				traced++
+				if !f.unseen {
+					heard++
+				}
+			}
+		}
+	}
+	if flows == 0 {
+		return
+	}
+	ev := &c.Evidence
+	ev.LossyFlows, ev.CleanFlows = len(lossy), flows-len(lossy)
+	share, rate := lossyShare(counts, th.Healthy)
+	ev.Detail += fmt.Sprintf("; %d of the %d flows crossing it lose", len(lossy), flows)
+	if share < 0.8 {
+		ev.Detail += fmt.Sprintf(", about %.0f%% of them at %.1f%% each, the rest clean: some of its equal-cost paths, a device or link it hides", 100*share, 100*rate)
+	} else {
+		ev.Detail += ", spread over all its paths"
+	}
+	if traced > 0 && heard == 0 {
+		ev.Silent = true
+		ev.Detail += fmt.Sprintf("; no router between their ends answered any of %d traces (a silent fabric): the examples' 5-tuples tell the fabric's ECMP hash tool which path they take", traced)
+	}
+	slices.SortStableFunc(lossy, func(x, y int32) int { return cmpU64(r.flows[y].lost, r.flows[x].lost) })
+	for _, fi := range lossy[:min(len(lossy), maxTierFlows)] {
+		ev.Examples = append(ev.Examples, m.flowRef(r, fi))
+	}
+}
+
+// flowCounts is a histogram of flows by their (sent, lost) counts: most
+// flows share a few, so a fit over it costs little at any scale.
+type flowCounts map[tally]int
+
+func (fc flowCounts) add(sent, lost uint64) { fc[tally{sent: sent, lost: min(lost, sent)}]++ }
+
+// lossyShare fits the flows' counts as a share of flows that lose at one
+// rate and the rest at the healthy rate h (expectation-maximisation over
+// the two classes, from a fixed start and in a fixed order:
+// deterministic), and returns the share and the rate. Loss spread over
+// every path fits a share near 1.
+func lossyShare(fc flowCounts, h float64) (share, rate float64) {
+	keys := make([]tally, 0, len(fc))
+	var all tally
+	var flows float64
+	for k, n := range fc {
+		keys = append(keys, k)
+		all.sent += k.sent * uint64(n)
+		all.lost += k.lost * uint64(n)
+		flows += float64(n)
+	}
+	if all.lost == 0 {
+		return 0, 0
+	}
+	slices.SortFunc(keys, func(x, y tally) int { return cmp.Or(cmpU64(x.sent, y.sent), cmpU64(x.lost, y.lost)) })
+	share, rate = 0.5, min(0.99, max(2*all.ratio(), 2*h))
+	lh, l1h := math.Log(h), math.Log1p(-h)
+	for range 100 {
+		var w, wl, ws float64
+		lr, l1r := math.Log(rate), math.Log1p(-rate)
+		for _, k := range keys {
+			n := float64(fc[k])
+			lost, kept := float64(k.lost), float64(k.sent-k.lost)
+			a := math.Log(share) + lost*lr + kept*l1r
+			b := math.Log1p(-share) + lost*lh + kept*l1h
+			p := n / (1 + math.Exp(b-a))
+			w += p
+			wl += p * lost
+			ws += p * float64(k.sent)
+		}
+		share = min(max(w/flows, 1e-6), 1-1e-6)
+		if ws > 0 {
+			rate = min(max(wl/ws, h), 0.999)
+		}
+	}
+	return share, rate
 }
 
 // upperTier names the devices one hop above the access devices: no
