@@ -151,6 +151,9 @@ type rflow struct {
 	// heard (nothing after it answered), or -1.
 	tail     int32
 	complete bool // every hop answered and the path reached the target
+	// unseen: traced, but no router between its ends answered, nor is
+	// one known for them (unseenFabric): its middle is a silent fabric.
+	unseen bool
 }
 
 type pair struct {
@@ -257,6 +260,7 @@ func (m *Matrix) build(r *round, agents []*agentState) {
 	}
 	r.adoptExits()
 	r.bridgeRackMates()
+	r.unseenRackMates()
 	r.closeTails()
 }
 
@@ -393,6 +397,20 @@ func (m *Matrix) addPair(r *round, tr *tracer, src, ai, ti int32) {
 	r.pairs = append(r.pairs, p)
 }
 
+// unseenFabric reports whether chain crosses something no trace showed:
+// a silent hop, and no device on it but hosts.
+func (r *round) unseenFabric(chain []int32) bool {
+	silent := false
+	for _, d := range chain {
+		if d < 0 {
+			silent = true
+		} else if r.isSwitch(d) {
+			return false
+		}
+	}
+	return silent
+}
+
 // tracer is build's scratch for turning traced hops into links.
 type tracer struct {
 	chain []int32 // the flow's devices, from its source; -1 a silent hop
@@ -429,6 +447,15 @@ func (m *Matrix) trace(r *round, tr *tracer, hops []int32, rf *rflow) {
 		chain = append(chain, d)
 	}
 	chain = r.fillSilent(chain)
+	if !r.devLB[dst] && r.unseenFabric(chain) {
+		// No router between its ends answered, nor is one known for
+		// them (a silent fabric, as a cloud VPC's): the hosts' own
+		// links, all it shows, must not carry what the unseen middle
+		// drops. The tier stage judges it from its totals.
+		tr.chain = chain
+		rf.complete, rf.unseen = false, true
+		return
+	}
 	for _, d := range chain {
 		if d < 0 {
 			complete = false
@@ -686,6 +713,27 @@ func (r *round) bridgeRackMates() {
 			}
 		}
 		return links
+	})
+}
+
+// unseenRackMates: where the fabric is silent (some flow is unseen), a
+// flow that runs straight from a host to another, neither of which ever
+// met a device, is unseen too: their rack's L2 switch answers no trace,
+// and left as a link between the hosts, what that ToR drops read as
+// lossy hosts. On a flat network, with no silent flow, they keep it.
+func (r *round) unseenRackMates() {
+	if !slices.ContainsFunc(r.flows, func(f rflow) bool { return f.unseen }) {
+		return
+	}
+	blind := func(d int32) bool { return r.isHost(d) && r.devAcc[d] < 0 }
+	r.rewriteLinks(func(f *rflow, old, links []int32) []int32 {
+		for _, l := range old {
+			if lk := r.links[l]; blind(lk.from) && blind(lk.to) {
+				f.unseen, f.complete, f.entry = true, false, -1
+				return links
+			}
+		}
+		return append(links, old...)
 	})
 }
 

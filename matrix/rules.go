@@ -351,13 +351,15 @@ func (h *hostTallies) evidence(r *round, c *candidate, out, in bool) {
 // compare a node's pod paths with its node paths, a host with its
 // rack-mates, by totals, and a lossy link that the ECMP hashes of one
 // side's few flows happen to cross more often passes that comparison.
+// A flow across a silent fabric (unseen) is predicted the lossy rate the
+// fabric's other such flows show (unseenCross): the lossiest it may take.
 //
 // c's own links (those of its device, its node's pods) are left out of
 // the prediction: they are what it is blamed for. A reply's middle is
 // unknown, so each flow is predicted the lossiest the reply may take: a
 // rule's suspect stays only when the fabric cannot account for its loss
 // even so. cut holds the path ends explainPods took from flows.
-func fabricExplains(r *round, e *estimator, th *Thresholds, c *candidate, podNode map[int32]string, cut map[int32]int32) bool {
+func fabricExplains(r *round, e *estimator, th *Thresholds, c *candidate, podNode map[int32]string, cut map[int32]int32, u *unseenCross) bool {
 	owner := c.Name
 	if c.Kind == KindHost && c.dev >= 0 && podNode[c.dev] != "" {
 		owner = "" // a pod's own links are its links to its node
@@ -375,6 +377,7 @@ func fabricExplains(r *round, e *estimator, th *Thresholds, c *candidate, podNod
 		return q
 	}
 	var lost, sent, mean float64
+	unseen := -1.0 // the silent fabric's rate, once a flow needs it
 	for _, pi := range c.pairs {
 		p := &r.pairs[pi]
 		reply := -1.0 // the pair's, once a traced flow needs it
@@ -393,6 +396,11 @@ func fabricExplains(r *round, e *estimator, th *Thresholds, c *candidate, podNod
 					reply = e.replyRate(r, f.src, f.dst, rate)
 				}
 				q = rate(fwd) + reply
+			} else if u != nil && u.cross[fi] {
+				if unseen < 0 {
+					unseen = u.rate(r, th, c.pairs)
+				}
+				q = unseen
 			}
 			mean += n * (1 - (1-th.Healthy)*math.Exp(-q))
 		}

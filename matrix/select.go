@@ -184,9 +184,12 @@ func (s *selector) hypotheses(r *round, e *estimator, bad []bool, hosts []int32,
 		addDev(lk.from)
 		addDev(lk.to)
 	}
+	// A rule's host is weighed only on its own links (hostLinkHypo):
+	// links to its pods alone, all a silent fabric shows of a node,
+	// cannot clear its NIC.
 	for _, d := range hosts {
 		for l, lk := range r.links {
-			if e.sent[l] > 0 && (lk.from == d || lk.to == d) {
+			if e.sent[l] > 0 && (lk.from == d && r.devAcc[lk.to] != d || lk.to == d && r.devAcc[lk.from] != d) {
 				addDev(d)
 				break
 			}
