@@ -247,6 +247,13 @@ var (
 	podFabric = matrixsim.Config{Racks: 16, NodesPerRack: 8, Spines: 4, LB: true, Pods: true,
 		FlowsPerTarget: 4, ProbesPerFlow: 8, SilentHop: 0.05, Background: 1e-4}
 	perProbePods = func() matrixsim.Config { c := podFabric; c.ReplyPerProbe = true; return c }()
+	// silentFabric is podFabric whose routers never answer a trace (a
+	// cloud VPC) and whose nodes carry no rack label: the tier stage
+	// alone names what can be known (matrixsim's Truth).
+	silentFabric = func() matrixsim.Config { c := podFabric; c.SilentRouters, c.NoRackLabels = true, true; return c }()
+	// silentL2 is silentFabric with racks switched at L2, as the lab's:
+	// a trace to a rack-mate shows the rack-mate alone.
+	silentL2 = func() matrixsim.Config { c := silentFabric; c.L2Racks = true; return c }()
 )
 
 var listRows = []listRow{
@@ -276,6 +283,15 @@ var listRows = []listRow{
 	{name: "replies per probe: host 2%", cfg: perProbe, kind: matrixsim.HostNIC, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	{name: "replies per probe, pods: spine 2%", cfg: perProbePods, kind: matrixsim.SpineLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	{name: "replies per probe, pods: link 2%", cfg: perProbePods, kind: matrixsim.LinkLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "silent routers: spine 2%", cfg: silentFabric, kind: matrixsim.SpineLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "silent routers: link 5%", cfg: silentFabric, kind: matrixsim.LinkLoss, loss: 0.05, minPrec: 0.98, minRecall: 0.95},
+	{name: "silent routers: link 2%", cfg: silentFabric, kind: matrixsim.LinkLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "silent routers: tor 2%", cfg: silentFabric, kind: matrixsim.ToRLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "silent routers: host 2%", cfg: silentFabric, kind: matrixsim.HostNIC, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "silent routers: dataplane 5%", cfg: silentFabric, kind: matrixsim.Dataplane, loss: 0.05, minPrec: 0.98, minRecall: 0.95},
+	{name: "silent routers, L2 racks: tor 2%", cfg: silentL2, kind: matrixsim.ToRLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "silent routers, L2 racks: link 2%", cfg: silentL2, kind: matrixsim.LinkLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "silent routers, L2 racks: host 2%", cfg: silentL2, kind: matrixsim.HostNIC, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	// Healthy rows list nothing: precision is 1 only with no suspect.
 	{name: "healthy", cfg: evalFabric, kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, 8 spines, 64 racks, 1% silent", cfg: bigFabric, kind: matrixsim.Healthy, minPrec: 1},
@@ -283,6 +299,8 @@ var listRows = []listRow{
 	{name: "healthy, racks inferred", cfg: unlabelled, kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, pods", cfg: podFabric, kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, replies per probe", cfg: perProbe, kind: matrixsim.Healthy, minPrec: 1},
+	{name: "healthy, silent routers", cfg: silentFabric, kind: matrixsim.Healthy, minPrec: 1},
+	{name: "healthy, silent routers, L2 racks", cfg: silentL2, kind: matrixsim.Healthy, minPrec: 1},
 }
 
 // TestListQuality holds the whole list to the goals: every suspect listed

@@ -68,12 +68,20 @@ type Config struct {
 	// FlowsPerTarget fixed source ports per target, each sent
 	// ProbesPerFlow tcp_syn probes in the window.
 	FlowsPerTarget, ProbesPerFlow int
+	// SilentRouters: no ToR or spine ever answers a trace, as in a cloud
+	// VPC; hosts (a pod's node) and trace targets still do. Truth then
+	// names what the matrix can know: the tier and a rack's uplinks, not
+	// the spine or link.
+	SilentRouters bool
 	// SilentHop is the chance that an intermediate hop does not answer a
 	// trace (ICMP rate limiting).
 	SilentHop float64
 	// Background is every link's loss ratio, each direction.
 	Background float64
 }
+
+// AgentPort is the TCP port every target is probed on.
+const AgentPort = 9809
 
 // Kind is a fault class.
 type Kind string
@@ -118,6 +126,7 @@ type Fabric struct {
 	vip        string
 	backends   []string
 	rackLabels []map[string]string
+	router     map[string]bool // ToR and spine addresses
 }
 
 // New builds the fabric.
@@ -181,6 +190,13 @@ func New(cfg Config) (*Fabric, error) {
 	for r := 0; r < min(4, cfg.Racks); r++ {
 		f.backends = append(f.backends, f.nodeName[r*cfg.NodesPerRack])
 	}
+	f.router = map[string]bool{}
+	for r := range cfg.Racks {
+		f.router[f.torAddr[r]] = true
+		for s := range cfg.Spines {
+			f.router[f.torUp[r][s]], f.router[f.spineDown[s][r]] = true, true
+		}
+	}
 	return f, nil
 }
 
@@ -242,7 +258,16 @@ func (f *Fabric) Hops() map[string]string {
 }
 
 // TorName and SpineName name the switches; NodeName the nodes.
-func TorName(r int) string   { return fmt.Sprintf("tor%d", r+1) }
+func TorName(r int) string { return fmt.Sprintf("tor%d", r+1) }
+
+// RackName is what the matrix calls rack r: its label, else the ToR its
+// nodes' first hop names.
+func (f *Fabric) RackName(r int) string {
+	if rk := f.rackLabels[r]["rack"]; rk != "" {
+		return rk
+	}
+	return TorName(r)
+}
 func SpineName(s int) string { return fmt.Sprintf("spine%d", s+1) }
 func (f *Fabric) NodeName(rack, node int) string {
 	return f.nodeName[rack*f.cfg.NodesPerRack+node]
@@ -253,6 +278,16 @@ const ServiceName = "default/kubernetes"
 
 // Truth is the suspect kind and name a perfect localizer reports.
 func (f *Fabric) Truth(ft Fault) (kind, name string) {
+	if f.cfg.SilentRouters {
+		switch ft.Kind {
+		case LinkLoss:
+			return "tier", "uplinks of " + f.RackName(ft.Rack)
+		case SpineLoss, Blackhole:
+			return "tier", "spine"
+		case ToRLoss:
+			return "device", f.RackName(ft.Rack)
+		}
+	}
 	switch ft.Kind {
 	case LinkLoss:
 		if ft.Up {
@@ -514,7 +549,7 @@ func (f *Fabric) nodeWay(a, b, s int, x *faults, tuple uint64) (ok float64, hole
 func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Target {
 	cfg := f.cfg
 	ra := f.nodeOf(src) / cfg.NodesPerRack
-	t := api.Target{Protocols: []api.Protocol{{Protocol: "tcp_syn"}}}
+	t := api.Target{Port: AgentPort, Protocols: []api.Protocol{{Protocol: "tcp_syn"}}}
 	from := "node"
 	if f.isPod(src) {
 		from = "pod"
@@ -655,7 +690,7 @@ func (f *Fabric) hops(src, dst, s, hole int, rng *rand.Rand) []string {
 		h = append(f.nodePath(na, dst, s, nil), f.addrOf(dst))
 	}
 	for i := range len(h) - 1 {
-		if rng.Float64() < cfg.SilentHop {
+		if cfg.SilentRouters && f.router[h[i]] || rng.Float64() < cfg.SilentHop {
 			h[i] = ""
 		}
 	}

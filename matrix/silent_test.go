@@ -1,0 +1,56 @@
+package matrix_test
+
+import (
+	"testing"
+
+	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/matrix"
+	"github.com/netprober/prober/matrix/matrixsim"
+)
+
+// TestSilentFabricSaysWhatItCan: on a fabric whose routers answer no
+// trace, a lossy spine is its tier, marked silent, with the flows that
+// lose (share and 5-tuples); one lossy uplink is its rack's uplinks; no
+// device is named that nobody saw, and the same fabric answering traces
+// still names the spine.
+func TestSilentFabricSaysWhatItCan(t *testing.T) {
+	t.Parallel()
+	cfg := matrixsim.Config{Racks: 4, NodesPerRack: 4, Spines: 3, Pods: true, NoRackLabels: true,
+		FlowsPerTarget: 8, ProbesPerFlow: 30, SilentRouters: true}
+	fab, err := matrixsim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spine := matrixsim.Fault{Kind: matrixsim.SpineLoss, Spine: 1, Loss: 0.05}
+	d := diagnose(t, fab.Hops(), fab.Observations(spine, 1))
+	l := d.Listed()
+	if len(l) != 1 || l[0].Kind != matrix.KindTier || l[0].Name != "spine" {
+		t.Fatalf("silent, spine2 at 5%%: listed %v, want tier spine alone", brief(l))
+	}
+	ev := l[0].Evidence
+	if !ev.Silent || ev.LossyFlows == 0 || ev.CleanFlows == 0 || len(ev.Examples) == 0 {
+		t.Errorf("tier spine: silent %v, %d lossy and %d clean flows, %d examples; want silent, both kinds of flow, examples",
+			ev.Silent, ev.LossyFlows, ev.CleanFlows, len(ev.Examples))
+	}
+	for _, x := range ev.Examples {
+		if x.Lost == 0 || x.SourceAddress == "" || x.TargetAddress == "" || x.SourcePort == 0 || x.TargetPort != matrixsim.AgentPort || x.Protocol != api.ProtocolTCPSYN {
+			t.Errorf("example %+v: want a lossy flow with its whole 5-tuple", x)
+		}
+	}
+
+	link := matrixsim.Fault{Kind: matrixsim.LinkLoss, Rack: 2, Spine: 0, Up: true, Loss: 0.05}
+	kind, name := fab.Truth(link)
+	if l := diagnose(t, fab.Hops(), fab.Observations(link, 2)).Listed(); len(l) != 1 || l[0].Kind != kind || l[0].Name != name || !l[0].Evidence.Silent {
+		t.Errorf("silent, tor3->spine1 at 5%%: listed %v, want %s %s alone, silent", brief(l), kind, name)
+	}
+
+	cfg.SilentRouters = false
+	heard, err := matrixsim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind, name = heard.Truth(spine)
+	if l := diagnose(t, heard.Hops(), heard.Observations(spine, 1)).Listed(); len(l) != 1 || l[0].Kind != kind || l[0].Name != name {
+		t.Errorf("routers answering, spine2 at 5%%: listed %v, want %s %s alone", brief(l), kind, name)
+	}
+}
