@@ -46,6 +46,11 @@ type Host struct {
 	// LabRange6, with Spec.IPv6; invalid otherwise.
 	Addr6    netip.Addr   `json:"addr6,omitzero"`
 	PodCIDR6 netip.Prefix `json:"pod_cidr6,omitzero"`
+	// Tunnel and Tunnel6 are a node's overlay addresses (Spec.Overlay):
+	// its flannel.1's, the first of its pod CIDR, as flannel numbers it.
+	// A pod's trace to a pod of another node hears that node from it.
+	Tunnel  netip.Addr `json:"tunnel,omitzero"`
+	Tunnel6 netip.Addr `json:"tunnel6,omitzero"`
 }
 
 // Router is a spine, a ToR or the LB.

@@ -91,6 +91,13 @@ func (fam *family) hostPodCIDR(h *Host) *netip.Prefix {
 	return &h.PodCIDR
 }
 
+func (fam *family) tunnel(h *Host) *netip.Addr {
+	if fam.is6() {
+		return &h.Tunnel6
+	}
+	return &h.Tunnel
+}
+
 func (fam *family) ifAddr(i *Interface) *netip.Prefix {
 	if fam.is6() {
 		return &i.Addr6

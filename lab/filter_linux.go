@@ -1,6 +1,9 @@
 package lab
 
 import (
+	"fmt"
+	"slices"
+
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
@@ -40,12 +43,27 @@ func (b *builder) filters() error {
 			if r.Kind != KindToR && r.Kind != KindSpine {
 				continue
 			}
-			if err := addFilter(r.Namespace, nftables.ChainHookOutput, icmpTimeExceeded, icmp6TimeExceeded); err != nil {
+			if err := silence(r.Namespace); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// Silence makes router (a spine, ToR or the LB) send no ICMP time
+// exceeded from now on, as Spec.SilentRouters makes every ToR and spine:
+// a switch whose control plane polices them all away. Like those, it is
+// the network, not a fault: Clear keeps it.
+func (f *Fabric) Silence(router string) error {
+	if !slices.ContainsFunc(f.Routers, func(r Router) bool { return r.Name == router }) {
+		return fmt.Errorf("lab %s: silence: no router %q", f.Spec.Prefix, router)
+	}
+	return silence(nsName(f.Spec.Prefix, router))
+}
+
+func silence(ns string) error {
+	return addFilter(ns, nftables.ChainHookOutput, icmpTimeExceeded, icmp6TimeExceeded)
 }
 
 // addFilter drops, in hook, ICMP of type v4 and ICMPv6 of type v6:

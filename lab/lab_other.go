@@ -59,3 +59,6 @@ func (f *Fabric) Inject(ctx context.Context, ft Fault) error { return errors.Err
 
 // Clear needs Linux.
 func (f *Fabric) Clear(ctx context.Context) error { return errors.ErrUnsupported }
+
+// Silence is Linux only.
+func (f *Fabric) Silence(router string) error { return errors.ErrUnsupported }

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 )
@@ -77,9 +78,27 @@ type plan struct {
 	fabric  *Fabric
 	ns      []nsPlan
 	bridges []bridgePlan
-	addrs   []addrPlan // on interfaces that are not veth ends: br0, lo
+	vxlans  []vxlanPlan
+	addrs   []addrPlan // on interfaces that are not veth ends: br0, lo, flannel.1
 	links   []linkPlan
 	routes  []routePlan
+	neighs  []neighPlan
+}
+
+// vxlanPlan is a node's overlay device (Spec.Overlay).
+type vxlanPlan struct {
+	ns, dev string
+	local   netip.Addr // the tunnel endpoint: the node's IPv4 address
+	mac     net.HardwareAddr
+}
+
+// neighPlan is a permanent entry on an overlay device: with dst set, an
+// FDB entry (the VTEP behind mac); else a neighbour entry (ip at mac).
+type neighPlan struct {
+	ns, dev string
+	ip      netip.Addr
+	mac     net.HardwareAddr
+	fdb     bool
 }
 
 type nsPlan struct {
@@ -103,12 +122,16 @@ type linkPlan struct {
 type linkEnd struct {
 	ns, dev, master string
 	addrs           []netip.Prefix // one per family, or none
+	mtu             int            // 0: the default
 }
 
 type routePlan struct {
 	ns  string
 	dst netip.Prefix
 	via []nexthop // more than one: ECMP
+	// onlink: the gateway is reached on via's device without a route
+	// to it (an overlay's remote tunnel address).
+	onlink bool
 }
 
 // nexthop with an invalid gw is a link-scope route out of dev.
@@ -121,6 +144,9 @@ type nexthop struct {
 // family the spec asks for.
 type planner struct {
 	*plan
+	// nodes are the nodes planned so far: their index in Hosts, rack
+	// and number.
+	nodes  [][3]int
 	spec   Spec
 	fams   []*family
 	spines []*Router
@@ -138,6 +164,7 @@ func newPlan(spec Spec) *plan {
 	}
 	pl.lbLeaf()
 	pl.controlPlaneLeaf()
+	pl.overlay()
 	routers := slices.Concat(pl.spines, pl.tors)
 	if pl.lb != nil {
 		routers = append(routers, pl.lb)
@@ -182,7 +209,7 @@ func (pl *planner) addNS(device, kind string) {
 }
 
 func (pl *planner) route(device string, dst netip.Prefix, via ...nexthop) {
-	pl.routes = append(pl.routes, routePlan{pl.nsOf(device), dst, via})
+	pl.routes = append(pl.routes, routePlan{ns: pl.nsOf(device), dst: dst, via: via})
 }
 
 // addr puts one address per family, addrs(fam), on dev.
@@ -199,7 +226,7 @@ func (pl *planner) spine(s int) {
 	for r := 1; r <= pl.spec.Racks; r++ {
 		pl.routerLink(sp, pl.tors[r-1],
 			func(fam *family) (netip.Prefix, netip.Prefix) { return fam.torLink(s, r) },
-			func(fam *family) []netip.Prefix { return fam.rackPrefixes(r) })
+			func(fam *family) []netip.Prefix { return pl.rackNets(fam, r) })
 	}
 	if pl.lb != nil {
 		pl.routerLink(sp, pl.lb,
@@ -271,10 +298,19 @@ func (pl *planner) racksBut(fam *family, skip int) []netip.Prefix {
 	var nets []netip.Prefix
 	for r := 1; r <= pl.spec.Racks; r++ {
 		if r != skip {
-			nets = append(nets, fam.rackPrefixes(r)...)
+			nets = append(nets, pl.rackNets(fam, r)...)
 		}
 	}
 	return nets
+}
+
+// rackNets are the prefixes the routers route to rack r: its nodes' and
+// its pods', or on an overlay its nodes' alone.
+func (pl *planner) rackNets(fam *family, r int) []netip.Prefix {
+	if pl.spec.Overlay {
+		return []netip.Prefix{fam.rackNodes(r)}
+	}
+	return fam.rackPrefixes(r)
 }
 
 // rack plans ToR r's routes up, its bridge, and the rack's nodes.
@@ -315,11 +351,14 @@ func (pl *planner) node(tor *Router, r, n int) {
 	}
 	if pl.spec.PodsPerNode > 0 || pl.spec.PodCIDRs {
 		for _, fam := range pl.fams {
-			pl.route(tor.Name, fam.podCIDR(r, n), nexthop{bridgeName, *fam.hostAddr(&node)})
+			if !pl.spec.Overlay {
+				pl.route(tor.Name, fam.podCIDR(r, n), nexthop{bridgeName, *fam.hostAddr(&node)})
+			}
 			*fam.hostPodCIDR(&node) = fam.podCIDR(r, n)
 		}
 	}
 	f := pl.fabric
+	pl.nodes = append(pl.nodes, [3]int{len(f.Hosts), r, n})
 	f.Hosts = append(f.Hosts, node)
 	for _, fam := range pl.fams {
 		_, _, backends := fam.lbFields(f)
@@ -341,6 +380,9 @@ func (pl *planner) pod(node Host, r, n, q int) {
 	}
 	podIf := fmt.Sprintf("p%d", q)
 	eth, veth := linkEnd{ns: pod.Namespace, dev: hostIf}, linkEnd{ns: node.Namespace, dev: podIf}
+	if pl.spec.Overlay {
+		eth.mtu, veth.mtu = overlayMTU, overlayMTU
+	}
 	for _, fam := range pl.fams {
 		*fam.hostAddr(&pod) = fam.pod(r, n, q)
 		eth.addrs = append(eth.addrs, fam.host(fam.pod(r, n, q)))
@@ -398,4 +440,64 @@ func (pl *planner) controlPlaneLeaf() {
 			return append(pl.racksBut(fam, 0), pl.leafNets(fam, ControlPlaneName)...)
 		})
 	pl.addr(cp.Namespace, "lo", func(fam *family) netip.Prefix { return fam.host(fam.cp) })
+}
+
+// The overlay's constants, flannel's vxlan backend's.
+const (
+	overlayDev  = "flannel.1"
+	overlayVNI  = 1
+	overlayPort = 8472
+	// overlayMTU is the pods': 1500 less VXLAN's 50 bytes.
+	overlayMTU = 1450
+)
+
+// overlayMAC is node (r, n)'s overlay device address: locally
+// administered, unique in the lab.
+func overlayMAC(r, n int) net.HardwareAddr {
+	return net.HardwareAddr{0x02, 0x00, 0xc6, 0x13, byte(r), byte(n)}
+}
+
+// overlay plans Spec.Overlay: on every node a VXLAN device holding the
+// first address of its pod CIDR (per family), and for every other node
+// its pod CIDR routed via that node's tunnel address on the device, the
+// neighbour entry for that address and the FDB entry that sends its MAC
+// to the node's IPv4 address, all static, as flannel writes them from
+// the Node objects.
+func (pl *planner) overlay() {
+	if !pl.spec.Overlay {
+		return
+	}
+	type node struct {
+		h    *Host
+		r, n int
+	}
+	var nodes []node
+	for _, x := range pl.nodes {
+		h := &pl.fabric.Hosts[x[0]]
+		for _, fam := range pl.fams {
+			*fam.tunnel(h) = fam.podCIDR(x[1], x[2]).Addr()
+		}
+		nodes = append(nodes, node{h, x[1], x[2]})
+	}
+	for _, a := range nodes {
+		pl.vxlans = append(pl.vxlans, vxlanPlan{ns: a.h.Namespace, dev: overlayDev, local: a.h.Addr, mac: overlayMAC(a.r, a.n)})
+		pl.addr(a.h.Namespace, overlayDev, func(fam *family) netip.Prefix { return fam.host(*fam.tunnel(a.h)) })
+		for _, b := range nodes {
+			if b.h == a.h {
+				continue
+			}
+			mac := overlayMAC(b.r, b.n)
+			pl.neighs = append(pl.neighs, neighPlan{ns: a.h.Namespace, dev: overlayDev, ip: b.h.Addr, mac: mac, fdb: true})
+			for _, fam := range pl.fams {
+				gw := *fam.tunnel(b.h)
+				pl.neighs = append(pl.neighs, neighPlan{ns: a.h.Namespace, dev: overlayDev, ip: gw, mac: mac})
+				// The tunnel address on the device first: IPv6 refuses
+				// an on-link gateway that a route out of another device
+				// (the lab's, over eth0) covers.
+				pl.routes = append(pl.routes,
+					routePlan{ns: a.h.Namespace, dst: fam.host(gw), via: []nexthop{{dev: overlayDev}}},
+					routePlan{ns: a.h.Namespace, dst: fam.podCIDR(b.r, b.n), via: []nexthop{{overlayDev, gw}}, onlink: true})
+			}
+		}
+	}
 }

@@ -46,6 +46,12 @@ type Spec struct {
 	// replies may cross another spine per probe. Otherwise hosts reflect
 	// the label they are sent (RFC 7690) and a flow's replies keep one.
 	FreshLabels bool `json:"fresh_labels,omitempty"`
+	// Overlay puts the pods on a VXLAN overlay as flannel's vxlan
+	// backend does: a flannel.1 device per node (VNI 1, UDP 8472, the
+	// node's IPv4 address its tunnel endpoint, static neighbour and FDB
+	// entries), every other node's pod CIDR routed over it, the routers
+	// knowing no pod address, pods at MTU 1450. Needs lab pods.
+	Overlay bool `json:"overlay,omitempty"`
 	// DropEcho makes every node drop the ICMP echo requests sent to it,
 	// as a host firewall or a cloud security group does; TCP passes.
 	DropEcho bool `json:"drop_echo,omitempty"`
@@ -127,6 +133,9 @@ func (s Spec) Validate() error {
 	}
 	if len(s.LBPorts) > 0 && !s.LB {
 		errs = append(errs, errors.New("lb_ports: set but lb is off"))
+	}
+	if s.Overlay && s.PodsPerNode < 1 {
+		errs = append(errs, errors.New("overlay: needs lab pods (pods_per_node 1..9)"))
 	}
 	if s.PodCIDRs && s.PodsPerNode > 0 {
 		errs = append(errs, errors.New("pod_cidrs: only without lab pods (pods_per_node -1): lab pods route their node's pod CIDR already"))

@@ -96,6 +96,11 @@ func (b *builder) build(ctx context.Context) error {
 			return fmt.Errorf("netns %s: bridge %s: %w", br.ns, br.dev, err)
 		}
 	}
+	for _, v := range b.plan.vxlans {
+		if err := b.vxlan(v); err != nil {
+			return err
+		}
+	}
 	for _, a := range b.plan.addrs {
 		if err := b.addr(a.ns, a.dev, a.addr); err != nil {
 			return err
@@ -114,6 +119,11 @@ func (b *builder) build(ctx context.Context) error {
 	}
 	for _, r := range b.plan.routes {
 		if err := b.route(r); err != nil {
+			return err
+		}
+	}
+	for _, n := range b.plan.neighs {
+		if err := b.neigh(n); err != nil {
 			return err
 		}
 	}
@@ -145,7 +155,8 @@ func (b *builder) waitOperUp(ctx context.Context, limit time.Duration) error {
 			}
 			for _, l := range links {
 				a := l.Attrs()
-				if a.Name != "lo" && a.OperState != netlink.OperUp {
+				// A VXLAN device, like lo, reports no carrier: unknown.
+				if a.Name != "lo" && a.OperState != netlink.OperUp && !(l.Type() == "vxlan" && a.OperState == netlink.OperUnknown) {
 					down = append(down, n.name+"/"+a.Name)
 				}
 			}
@@ -231,6 +242,15 @@ func (b *builder) link(l linkPlan) error {
 				return fmt.Errorf("netns %s: %s master %s: %w", e.ns, e.dev, e.master, err)
 			}
 		}
+		if e.mtu > 0 {
+			dev, err := b.byName(e.ns, e.dev)
+			if err != nil {
+				return err
+			}
+			if err := b.handles[e.ns].LinkSetMTU(dev, e.mtu); err != nil {
+				return fmt.Errorf("netns %s: %s mtu %d: %w", e.ns, e.dev, e.mtu, err)
+			}
+		}
 		for _, a := range e.addrs {
 			if err := b.addr(e.ns, e.dev, a); err != nil {
 				return err
@@ -265,8 +285,43 @@ func (b *builder) route(r routePlan) error {
 			rt.MultiPath = append(rt.MultiPath, &netlink.NexthopInfo{LinkIndex: l.Attrs().Index, Gw: net.IP(nh.gw.AsSlice())})
 		}
 	}
+	if r.onlink {
+		rt.Flags = int(netlink.FLAG_ONLINK)
+	}
 	if err := b.handles[r.ns].RouteAdd(rt); err != nil {
 		return fmt.Errorf("netns %s: route %s via %v: %w", r.ns, r.dst, r.via, err)
+	}
+	return nil
+}
+
+// vxlan creates a node's overlay device: no learning, its peers all in
+// static entries (neigh), as flannel's vxlan backend.
+func (b *builder) vxlan(v vxlanPlan) error {
+	dev := &netlink.Vxlan{
+		LinkAttrs: netlink.LinkAttrs{Name: v.dev, MTU: overlayMTU, HardwareAddr: v.mac},
+		VxlanId:   overlayVNI, SrcAddr: net.IP(v.local.AsSlice()), Port: overlayPort,
+	}
+	if err := b.handles[v.ns].LinkAdd(dev); err != nil {
+		return fmt.Errorf("netns %s: vxlan %s: %w", v.ns, v.dev, err)
+	}
+	return nil
+}
+
+// neigh adds a permanent neighbour or FDB entry on an overlay device.
+func (b *builder) neigh(n neighPlan) error {
+	l, err := b.byName(n.ns, n.dev)
+	if err != nil {
+		return err
+	}
+	e := &netlink.Neigh{LinkIndex: l.Attrs().Index, State: netlink.NUD_PERMANENT, IP: net.IP(n.ip.AsSlice()), HardwareAddr: n.mac}
+	if n.fdb {
+		e.Family, e.Flags = unix.AF_BRIDGE, netlink.NTF_SELF
+		err = b.handles[n.ns].NeighAppend(e)
+	} else {
+		err = b.handles[n.ns].NeighSet(e)
+	}
+	if err != nil {
+		return fmt.Errorf("netns %s: %s neighbour %s at %s (fdb %v): %w", n.ns, n.dev, n.ip, n.mac, n.fdb, err)
 	}
 	return nil
 }

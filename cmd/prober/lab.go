@@ -82,7 +82,7 @@ func noArgs(fs *flag.FlagSet, name string, stderr io.Writer) bool {
 }
 
 func runLabUp(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) int {
-	fs := newFlagSet("lab up", "[--spines N] [--racks N] [--nodes N] [--pods N] [--zones N] [--lb=false] [--lb-ports P,P] [--ipv6] [--drop-echo] [--silent-routers] [--prefix P]", stderr)
+	fs := newFlagSet("lab up", "[--spines N] [--racks N] [--nodes N] [--pods N] [--zones N] [--lb=false] [--lb-ports P,P] [--ipv6] [--overlay] [--drop-echo] [--silent-routers] [--prefix P]", stderr)
 	prefix := prefixFlag(fs)
 	spines := fs.Int("spines", lab.DefaultSpines, "spine routers (1..8)")
 	racks := fs.Int("racks", lab.DefaultRacks, "racks, one ToR each (1..9)")
@@ -92,6 +92,7 @@ func runLabUp(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	withLB := fs.Bool("lb", true, "add a load balancer with a VIP in front of every node")
 	lbPorts := fs.String("lb-ports", "", "TCP ports the VIP balances, comma-separated (default: every port)")
 	ipv6 := fs.Bool("ipv6", false, "dual stack: also number every device from 2001:2::/48, with an IPv6 VIP")
+	overlay := fs.Bool("overlay", false, "pods on a VXLAN overlay (flannel's vxlan backend: flannel.1, UDP 8472, MTU 1450); the routers know no pod address")
 	dropEcho := fs.Bool("drop-echo", false, "nodes drop ICMP echo requests, as a host firewall or security group does")
 	silent := fs.Bool("silent-routers", false, "ToRs and spines send no ICMP time exceeded, as cloud VPC routers")
 	if code := parseFlags(fs, args); code >= 0 {
@@ -107,7 +108,7 @@ func runLabUp(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	}
 	spec := lab.Spec{Prefix: *prefix, Spines: *spines, Racks: *racks, NodesPerRack: *nodes,
 		PodsPerNode: *pods, Zones: *zones, LB: *withLB, LBPorts: ports, IPv6: *ipv6,
-		DropEcho: *dropEcho, SilentRouters: *silent}
+		Overlay: *overlay, DropEcho: *dropEcho, SilentRouters: *silent}
 	if *pods == 0 {
 		spec.PodsPerNode = -1 // Spec's zero means "default"; the flag's 0 means none
 	}

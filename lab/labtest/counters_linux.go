@@ -63,32 +63,46 @@ func SourcePortCounters(t testing.TB, ns string, sports []uint16) func() map[uin
 	}
 }
 
-// SilenceTimeExceeded makes the router in namespace ns send no ICMP Time
-// Exceeded, as a switch whose control plane polices them all away: a
-// trace then hears nothing from it. The table (inet labtest_silent) goes
-// with the namespace.
-func SilenceTimeExceeded(t testing.TB, ns string) {
+// UDPDestPortCounter installs, in namespace ns, a forward chain counting
+// the UDP datagrams to port dport the router forwards (an overlay's
+// encapsulated packets: VXLAN's 8472), and returns a function that reads
+// the count. The table (inet labtest) goes with the namespace.
+func UDPDestPortCounter(t testing.TB, ns string, dport uint16) func() uint64 {
 	t.Helper()
 	fd, err := netns.GetFromName(ns)
 	if err != nil {
-		t.Fatalf("silence: netns %s: %v", ns, err)
+		t.Fatalf("counters: netns %s: %v", ns, err)
 	}
-	defer fd.Close()
+	t.Cleanup(func() { fd.Close() })
 	c, err := nftables.New(nftables.WithNetNSFd(int(fd)))
 	if err != nil {
-		t.Fatalf("silence: nftables in %s: %v", ns, err)
+		t.Fatalf("counters: nftables in %s: %v", ns, err)
 	}
-	tbl := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "labtest_silent"})
-	ch := c.AddChain(&nftables.Chain{Table: tbl, Name: "out", Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter})
+	tbl := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "labtest"})
+	ch := c.AddChain(&nftables.Chain{Table: tbl, Name: fmt.Sprintf("count%d", chainSeq.Add(1)), Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter})
 	c.AddRule(&nftables.Rule{Table: tbl, Chain: ch, Exprs: []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_ICMP}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{11}}, // Time Exceeded
-		&expr.Verdict{Kind: expr.VerdictDrop},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(dport)},
+		&expr.Counter{},
 	}})
 	if err := c.Flush(); err != nil {
-		t.Fatalf("silence in %s: %v", ns, err)
+		t.Fatalf("counters in %s: %v", ns, err)
+	}
+	return func() uint64 {
+		rules, err := c.GetRules(tbl, ch)
+		if err != nil {
+			t.Fatalf("read counters in %s: %v", ns, err)
+		}
+		for _, r := range rules {
+			for _, e := range r.Exprs {
+				if ctr, ok := e.(*expr.Counter); ok {
+					return ctr.Packets
+				}
+			}
+		}
+		return 0
 	}
 }
