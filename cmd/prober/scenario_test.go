@@ -76,14 +76,18 @@ func TestScenarios(t *testing.T) {
 				return slices.Concat(scenarios(), familyScenarios(), seedScenarios(ctx, r, api.Families))
 			}})
 	})
-	t.Run("ipv6", func(t *testing.T) {
-		// A third fabric in CI, so it is bounded: a one-minute healthy
-		// phase (four windows; the two-minute soak under the ICMP rate
-		// limit is the other runs') and three of the faults, a spine, a
-		// ToR and a link, each of which drops both families.
-		runSuite(t, suite{ipv6: true, families: []string{api.FamilyIPv6}, timeout: 8 * time.Minute, healthy: time.Minute,
+	t.Run("ipv6 silent", func(t *testing.T) {
+		// A third fabric in CI, so it is bounded, and of three network
+		// kinds at once where each adds coverage: agents that send IPv6
+		// only, routers that never send time exceeded (a cloud VPC: no
+		// device can be named, the tier and its flows can), and nodes
+		// that drop echo (a security group: no alarm). A one-minute
+		// healthy phase (four windows; the two-minute soak under the
+		// ICMP rate limit is the other runs') and four faults.
+		runSuite(t, suite{ipv6: true, families: []string{api.FamilyIPv6}, dropEcho: true, silentRouters: true,
+			timeout: 9 * time.Minute, healthy: time.Minute,
 			scenarios: func(context.Context, *testbed.Fabric) []scenario {
-				return singleStack(pick(t, scenarios(), "lossy spine 5%", "lossy ToR", "lossy link"))
+				return singleStack(silentScenarios())
 			}})
 	})
 }
@@ -95,6 +99,9 @@ type suite struct {
 	// every family the lab numbers.
 	ipv6     bool
 	families []string
+	// dropEcho and silentRouters are the lab's network kinds
+	// (lab.Spec.DropEcho, SilentRouters).
+	dropEcho, silentRouters bool
 	// timeout bounds the whole run; healthy is the first phase's length.
 	timeout, healthy time.Duration
 	// scenarios are the faults, run after the healthy phase and the
@@ -106,6 +113,7 @@ func runSuite(t *testing.T, su suite) {
 	spec := lab.DefaultSpec()
 	spec.Prefix = labtest.Prefix(t)
 	spec.IPv6 = su.ipv6
+	spec.DropEcho, spec.SilentRouters = su.dropEcho, su.silentRouters
 	// Hosts that label each reply afresh, as real pods do (lab.Spec):
 	// docs/localization.md has what the dual-stack suite shows with them.
 	spec.FreshLabels = os.Getenv("PROBER_LAB_FRESH_LABELS") != ""
@@ -146,6 +154,20 @@ func runSuite(t *testing.T, su suite) {
 		}); i >= 0 {
 			c := s.Groups[i]
 			t.Errorf("cell %s -> %s %s %s over %q, want only %v", c.Source, c.Target, c.Path, c.Protocol, c.Family, su.families)
+		}
+		// Nodes that drop echo are not answering ICMP: no data, not
+		// loss; pods, behind no firewall, answer.
+		for _, c := range s.Groups {
+			if c.Protocol != api.ProtocolICMP {
+				continue
+			}
+			toNode := c.Path == api.PathNodeToNode || c.Path == api.PathPodToNode
+			if su.dropEcho && toNode && (c.Sent != 0 || c.NotAnswering == 0) {
+				t.Errorf("icmp %s -> %s %s: %d probes, %d pairs not answering; want none and some (drop_echo)", c.Source, c.Target, c.Path, c.Sent, c.NotAnswering)
+			}
+			if (!su.dropEcho || !toNode) && c.NotAnswering != 0 {
+				t.Errorf("icmp %s -> %s %s: %d pairs not answering, want none", c.Source, c.Target, c.Path, c.NotAnswering)
+			}
 		}
 	})
 	// No agent carries a rack label (testbed.hostLabels): a node's rack
@@ -292,6 +314,42 @@ func scenarios() []scenario {
 		{name: "5-tuple black hole at a spine", faults: []lab.Fault{{Kind: lab.FaultBlackhole, Device: "spine1", Mod: 4}}, kind: matrix.KindDevice, suspect: "spine1"},
 		{name: "bad host NIC", faults: []lab.Fault{{Kind: lab.FaultHostNIC, Host: "n22", Permille: 100}}, kind: matrix.KindHost, suspect: "n22",
 			allowed: ownLink("n22", "tor2")},
+	}
+}
+
+// silentScenarios are the faults of a fabric whose routers never send
+// time exceeded: the matrix names what it can know (docs/localization.md,
+// tier scoring): a spine is its tier, with the flows that lose, a link
+// its rack's uplinks; a ToR and a host are named as on any fabric.
+func silentScenarios() []scenario {
+	tier := func(name string) func(d matrix.Diagnosis, _ matrix.Snapshot) error {
+		return func(d matrix.Diagnosis, _ matrix.Snapshot) error {
+			if len(d.Suspects) == 0 {
+				return fmt.Errorf("no suspect")
+			}
+			top := d.Suspects[0]
+			if top.Kind != matrix.KindTier || top.Name != name {
+				return fmt.Errorf("top suspect %s %q, want tier %q", top.Kind, top.Name, name)
+			}
+			ev := top.Evidence
+			if !ev.Silent || ev.LossyFlows == 0 || len(ev.Examples) == 0 {
+				return fmt.Errorf("tier %q: silent %v, %d lossy flows, %d examples; want silent, with the flows that lose", name, ev.Silent, ev.LossyFlows, len(ev.Examples))
+			}
+			for _, x := range ev.Examples {
+				if x.SourceAddress == "" || x.TargetAddress == "" || x.SourcePort == 0 || x.TargetPort == 0 {
+					return fmt.Errorf("tier %q: example %s -> %s without its 5-tuple", name, x.Source, x.Target)
+				}
+			}
+			return nil
+		}
+	}
+	return []scenario{
+		{name: "silent: lossy spine 5%", faults: []lab.Fault{{Kind: lab.FaultDeviceLoss, Device: "spine2", Permille: 50}},
+			kind: matrix.KindTier, suspect: "spine", check: tier("spine")},
+		{name: "silent: lossy ToR", faults: []lab.Fault{{Kind: lab.FaultDeviceLoss, Device: "tor2", Permille: 50}}, kind: matrix.KindDevice, suspect: "tor2"},
+		{name: "silent: lossy link", faults: []lab.Fault{{Kind: lab.FaultLinkLoss, From: "spine1", To: "tor3", Permille: 50}},
+			kind: matrix.KindTier, suspect: "uplinks of tor3", check: tier("uplinks of tor3")},
+		{name: "silent: bad host NIC", faults: []lab.Fault{{Kind: lab.FaultHostNIC, Host: "n22", Permille: 100}}, kind: matrix.KindHost, suspect: "n22"},
 	}
 }
 
