@@ -95,18 +95,21 @@ type Agent struct {
 	lbSettle time.Duration
 
 	// routes looks up the routes that say the first hop (firsthop.go);
-	// hopKick asks for a lookup when the targets change.
+	// hopKick asks for a lookup when the targets change. ifAddrs lists
+	// the host's interface addresses (hostaddrs.go).
 	routes  routeLookup
+	ifAddrs func() ([]net.Addr, error)
 	hopKick chan struct{}
 
 	// pull guards the observations when the matrix plans (pullkey.go).
 	pull pullKey
 
-	mu       sync.Mutex
-	targets  map[targetKey]*target
-	labels   map[string]string // its own, reported in observations
-	firstHop netip.Addr        // its first-hop router, invalid when unknown
-	probeWG  sync.WaitGroup
+	mu        sync.Mutex
+	targets   map[targetKey]*target
+	labels    map[string]string // its own, reported in observations
+	firstHop  netip.Addr        // its first-hop router, invalid when unknown
+	hostAddrs []string          // a node agent's host addresses (hostaddrs.go)
+	probeWG   sync.WaitGroup
 }
 
 // Check runs every check of cfg that New runs before it opens anything:
@@ -163,6 +166,7 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 		now:      time.Now,
 		lbSettle: lbSettle,
 		routes:   firstHopRoutes,
+		ifAddrs:  net.InterfaceAddrs,
 		hopKick:  make(chan struct{}, 1),
 	}
 	// An agent the matrix plans for serves its observations to the matrix

@@ -88,7 +88,7 @@ func firstHopTargets(ts map[targetKey]*target, family string) []netip.Addr {
 	return out
 }
 
-// runFirstHop keeps the agent's first hop current: at once, when the
+// runFirstHop keeps the agent's first hop (and host addresses) current: at once, when the
 // targets change (SetTargets kicks it) and every firstHopPeriod, until
 // ctx is cancelled. Where the system cannot say (not Linux), it stops
 // after the first pass and the agent reports no first hop.
@@ -119,9 +119,10 @@ func (a *Agent) runFirstHop(ctx context.Context) error {
 	}
 }
 
-// updateFirstHop looks the first hop up once and keeps it for
-// Observations.
+// updateFirstHop looks the first hop up once, and a node agent's host
+// addresses, and keeps them for Observations.
 func (a *Agent) updateFirstHop() error {
+	a.updateHostAddrs()
 	a.mu.Lock()
 	dsts := firstHopTargets(a.targets, api.FamilyOf(a.src))
 	a.mu.Unlock()

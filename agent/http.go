@@ -93,6 +93,7 @@ func (a *Agent) Observations() api.Observations {
 	a.mu.Lock()
 	obs.Agent.Labels = a.labels
 	obs.Agent.FirstHop = addrString(a.firstHop)
+	obs.Agent.HostAddresses = a.hostAddrs
 	ts := make([]*target, 0, len(a.targets))
 	for _, t := range a.targets {
 		ts = append(ts, t)

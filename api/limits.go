@@ -23,6 +23,9 @@ const (
 	// MaxBackends is how many of an lb target's backends count; a
 	// larger Service is compared on these.
 	MaxBackends = 1024
+	// MaxHostAddresses bounds a node agent's host addresses: its
+	// interfaces' (a node with many pod veths gives them no address).
+	MaxHostAddresses = 64
 	// MaxLabels bounds an agent's or target's labels.
 	MaxLabels = 64
 	// MaxString bounds any name, address, label key or value, class,

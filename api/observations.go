@@ -28,6 +28,12 @@ type Agent struct {
 	Addresses []string          `json:"addresses,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	Version   string            `json:"version,omitempty"`
+	// HostAddresses are, for a node agent (host network), the other
+	// addresses of its node's interfaces: an overlay's tunnel endpoint
+	// (flannel.1), a CNI bridge's gateway (cni0). A pod's trace hears its
+	// node, and another node, from such addresses; known as the node's,
+	// they are never taken for fabric devices. At most MaxHostAddresses.
+	HostAddresses []string `json:"hostAddresses,omitempty"`
 	// FirstHop is the address of the agent's first-hop router: the
 	// gateway of its routes to its targets (in a routed leaf-spine, its
 	// ToR; for a pod, its node). Empty when unknown. The matrix groups

@@ -26,6 +26,12 @@ func checkReport(obs *api.Observations) error {
 	if err := longest(ag.Addresses...); err != nil {
 		return fmt.Errorf("agent.addresses: %w", err)
 	}
+	if n := len(ag.HostAddresses); n > api.MaxHostAddresses {
+		return fmt.Errorf("agent.hostAddresses: %d, at most %d", n, api.MaxHostAddresses)
+	}
+	if err := longest(ag.HostAddresses...); err != nil {
+		return fmt.Errorf("agent.hostAddresses: %w", err)
+	}
 	if ag.Class != api.ClassNode && ag.Class != api.ClassPod {
 		return fmt.Errorf("agent.class: %.64q is neither %s nor %s", ag.Class, api.ClassNode, api.ClassPod)
 	}

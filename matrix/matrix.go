@@ -41,8 +41,9 @@ type Matrix struct {
 // are copied.
 type agentState struct {
 	name, class, address string
-	// addresses are a dual-stack agent's, one per family.
-	addresses   []string
+	// addresses are a dual-stack agent's, one per family; hostAddrs its
+	// node's other interfaces' (api.Agent.HostAddresses).
+	addresses, hostAddrs []string
 	group, node string // GroupBy value; the "node" label (pods)
 	// rack is its rack label; hopRack the rack its first hop firstHop
 	// names (racks.go), "" when it reported none.
@@ -140,6 +141,7 @@ func (m *Matrix) Observe(now time.Time, obs api.Observations) error {
 	}
 	a.class, a.address = obs.Agent.Class, obs.Agent.Address
 	a.addresses = append(a.addresses[:0], obs.Agent.Addresses...)
+	a.hostAddrs = append(a.hostAddrs[:0], obs.Agent.HostAddresses...)
 	a.group = m.groupOf(a.name, obs.Agent.Labels)
 	a.node = obs.Agent.Labels["node"]
 	a.rack = obs.Agent.Labels[rackLabel]

@@ -303,6 +303,18 @@ func (m *Matrix) addEndpoints(r *round) {
 			r.targetDev = append(r.targetDev, id)
 		}
 	}
+	// A node's other addresses (a tunnel endpoint, a CNI gateway) are
+	// the node's, unless an agent or target has one as its own: a report
+	// cannot take another host's address, nor a Hops device's (resolve
+	// looks Hops up first).
+	for _, a := range r.agents {
+		id := r.devID[a.name]
+		for _, ad := range a.hostAddrs {
+			if _, ok := r.hostAddr[ad]; !ok {
+				r.hostAddr[ad] = id
+			}
+		}
+	}
 }
 
 // targetDevice is t's device: the Hops device its address resolves to,
@@ -397,6 +409,31 @@ func (m *Matrix) addPair(r *round, tr *tracer, src, ai, ti int32) {
 	r.pairs = append(r.pairs, p)
 }
 
+// underlay expands each hop of chain from a host straight to a host of
+// another switch into the underlay between them: the first's switch, an
+// unknown middle, the second's switch. An overlay shows a pod's trace its
+// node, then the other node from its tunnel address (which that node's
+// agent reports as its own: api.Agent.HostAddresses), then the pod: the
+// encapsulated packet crossed both nodes' switches and a middle that the
+// outer header's own ECMP hash picked, which no trace of the inner flow
+// can show. The selector takes that middle as a mixture of the paths
+// traced between the two switches, as it takes a reply's.
+func (r *round) underlay(chain []int32) []int32 {
+	for i := 0; i+1 < len(chain); i++ {
+		a, b := chain[i], chain[i+1]
+		if a < 0 || b < 0 || !r.isHost(a) || !r.isHost(b) {
+			continue
+		}
+		sa, sb := r.switchOf(a), r.switchOf(b)
+		if sa < 0 || sb < 0 || sa == sb {
+			continue
+		}
+		chain = slices.Insert(chain, i+1, sa, -1, sb)
+		i += 3
+	}
+	return chain
+}
+
 // unseenFabric reports whether chain crosses something no trace showed:
 // a silent hop, and no device on it but hosts.
 func (r *round) unseenFabric(chain []int32) bool {
@@ -447,6 +484,7 @@ func (m *Matrix) trace(r *round, tr *tracer, hops []int32, rf *rflow) {
 		chain = append(chain, d)
 	}
 	chain = r.fillSilent(chain)
+	chain = r.underlay(chain)
 	if !r.devLB[dst] && r.unseenFabric(chain) {
 		// No router between its ends answered, nor is one known for
 		// them (a silent fabric, as a cloud VPC's): the hosts' own
