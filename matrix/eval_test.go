@@ -254,6 +254,11 @@ var (
 	// silentL2 is silentFabric with racks switched at L2, as the lab's:
 	// a trace to a rack-mate shows the rack-mate alone.
 	silentL2 = func() matrixsim.Config { c := silentFabric; c.L2Racks = true; return c }()
+	// overlayFabric carries pods' flows to other nodes' pods over VXLAN:
+	// their traces see the nodes, never the underlay their packets take.
+	overlayFabric = func() matrixsim.Config { c := podFabric; c.Overlay = true; return c }()
+	// silentOverlay is both: a cloud VPC under an overlay CNI.
+	silentOverlay = func() matrixsim.Config { c := silentFabric; c.Overlay = true; return c }()
 )
 
 var listRows = []listRow{
@@ -292,6 +297,13 @@ var listRows = []listRow{
 	{name: "silent routers, L2 racks: tor 2%", cfg: silentL2, kind: matrixsim.ToRLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	{name: "silent routers, L2 racks: link 2%", cfg: silentL2, kind: matrixsim.LinkLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	{name: "silent routers, L2 racks: host 2%", cfg: silentL2, kind: matrixsim.HostNIC, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "overlay: spine 2%", cfg: overlayFabric, kind: matrixsim.SpineLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "overlay: link 2%", cfg: overlayFabric, kind: matrixsim.LinkLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "overlay: tor 2%", cfg: overlayFabric, kind: matrixsim.ToRLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "overlay: host 2%", cfg: overlayFabric, kind: matrixsim.HostNIC, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "overlay: dataplane 5%", cfg: overlayFabric, kind: matrixsim.Dataplane, loss: 0.05, minPrec: 0.98, minRecall: 0.95},
+	{name: "overlay, silent routers: spine 2%", cfg: silentOverlay, kind: matrixsim.SpineLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "overlay, silent routers: link 2%", cfg: silentOverlay, kind: matrixsim.LinkLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	// Healthy rows list nothing: precision is 1 only with no suspect.
 	{name: "healthy", cfg: evalFabric, kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, 8 spines, 64 racks, 1% silent", cfg: bigFabric, kind: matrixsim.Healthy, minPrec: 1},
@@ -301,6 +313,8 @@ var listRows = []listRow{
 	{name: "healthy, replies per probe", cfg: perProbe, kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, silent routers", cfg: silentFabric, kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, silent routers, L2 racks", cfg: silentL2, kind: matrixsim.Healthy, minPrec: 1},
+	{name: "healthy, overlay", cfg: overlayFabric, kind: matrixsim.Healthy, minPrec: 1},
+	{name: "healthy, overlay, silent routers", cfg: silentOverlay, kind: matrixsim.Healthy, minPrec: 1},
 }
 
 // TestListQuality holds the whole list to the goals: every suspect listed

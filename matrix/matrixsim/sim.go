@@ -68,6 +68,13 @@ type Config struct {
 	// FlowsPerTarget fixed source ports per target, each sent
 	// ProbesPerFlow tcp_syn probes in the window.
 	FlowsPerTarget, ProbesPerFlow int
+	// Overlay carries a pod's flows to another node's pods over a VXLAN
+	// overlay (needs Pods): its trace shows its node, then the other
+	// node from that node's tunnel address (which the node's agent
+	// reports among its host addresses), then the pod. The underlay path
+	// is the outer packet's, which the inner flow's hash picks, as Linux
+	// does: the same spine for the flow, out of the trace's sight.
+	Overlay bool
 	// SilentRouters: no ToR or spine ever answers a trace, as in a cloud
 	// VPC; hosts (a pod's node) and trace targets still do. Truth then
 	// names what the matrix can know: the tier and a rack's uplinks, not
@@ -120,6 +127,7 @@ type Fabric struct {
 	podName    []string // by node, with Pods
 	podAddr    []string
 	podGW      []string   // the address a pod's node answers its traces from
+	tunnel     []string   // a node's overlay address, with Overlay
 	torAddr    []string   // host-facing
 	torUp      [][]string // [rack][spine] ToR's address facing the spine
 	spineDown  [][]string // [spine][rack] spine's address facing the ToR
@@ -151,6 +159,9 @@ func New(cfg Config) (*Fabric, error) {
 	if cfg.Pods && cfg.NodesPerRack > 14 {
 		return nil, fmt.Errorf("matrixsim: pods want nodesPerRack 14 or fewer (got %d): a node's pod CIDR is a /28", cfg.NodesPerRack)
 	}
+	if cfg.Overlay && !cfg.Pods {
+		return nil, fmt.Errorf("matrixsim: overlay wants pods: it carries their flows")
+	}
 	if cfg.L2Racks && cfg.Flat {
 		return nil, fmt.Errorf("matrixsim: l2Racks and flat: a flat fabric is one L2 segment already")
 	}
@@ -177,6 +188,7 @@ func New(cfg Config) (*Fabric, error) {
 				f.podName = append(f.podName, fmt.Sprintf("r%03d-n%02d-pod", r+1, i+1))
 				f.podAddr = append(f.podAddr, fmt.Sprintf("198.18.%d.%d", 128+r, 16*(i+1)+2))
 				f.podGW = append(f.podGW, fmt.Sprintf("198.18.%d.%d", 128+r, 16*(i+1)+1))
+				f.tunnel = append(f.tunnel, fmt.Sprintf("198.18.%d.%d", 128+r, 16*(i+1)))
 			}
 		}
 	}
@@ -366,6 +378,14 @@ func (f *Fabric) Observations(ft Fault, seed uint64) []api.Observations {
 			Agent: api.Agent{Name: f.nodeName[src], Class: "node", Address: f.nodeAddr[src], Labels: f.rackLabels[ra],
 				FirstHop: f.firstHop(src)},
 			Time: now, WindowSeconds: 60,
+		}
+		// A node agent reports its host's other addresses: the CNI's
+		// gateway its pods' traces hear it from, its tunnel endpoint.
+		if cfg.Pods {
+			obs.Agent.HostAddresses = []string{f.podGW[src]}
+		}
+		if cfg.Overlay {
+			obs.Agent.HostAddresses = append(obs.Agent.HostAddresses, f.tunnel[src])
 		}
 		var targets []int
 		for i := range cfg.NodesPerRack {
@@ -679,6 +699,11 @@ func (f *Fabric) hops(src, dst, s, hole int, rng *rand.Rand) []string {
 	case f.isPod(src) && dst == na:
 		// A pod's trace to its own node: the node answers first.
 		h = []string{f.nodeAddr[na]}
+	case f.isPod(src) && cfg.Overlay && f.isPod(dst) && f.nodeOf(dst) != na:
+		h = []string{f.podGW[na], f.tunnel[f.nodeOf(dst)], f.addrOf(dst)}
+		if hole >= 0 {
+			hole = 0 // past the node, in the underlay: the rest is silent
+		}
 	case f.isPod(src):
 		h = append(f.nodePath(na, dst, s, []string{f.podGW[na]}), f.addrOf(dst))
 		if hole >= 0 {
