@@ -44,7 +44,7 @@ type agentState struct {
 	// addresses are a dual-stack agent's, one per family; hostAddrs its
 	// node's other interfaces' (api.Agent.HostAddresses).
 	addresses, hostAddrs []string
-	group, node string // GroupBy value; the "node" label (pods)
+	group, node          string // GroupBy value; the "node" label (pods)
 	// rack is its rack label; hopRack the rack its first hop firstHop
 	// names (racks.go), "" when it reported none.
 	rack, firstHop, hopRack string
