@@ -29,6 +29,7 @@ type family struct {
 	podCIDR        func(r, n int) netip.Prefix              // routed to the node
 	pod            func(r, n, p int) netip.Addr
 
+	podRange       netip.Prefix // every rack's pods
 	lbNet, cpNet   netip.Prefix
 	vip, lbSrc, cp netip.Addr
 
@@ -44,7 +45,7 @@ var ipv4 = &family{
 	spineLinks: spineLinkNet, torLink: torLink, lbLink: lbLink, cpLink: cpLink,
 	rackNodes: rackNodeNet, rackPods: rackPodNet, gateway: rackGateway,
 	node: nodeAddr, podCIDR: podCIDR, pod: podAddr,
-	lbNet: lbNet, cpNet: cpNet, vip: vipAddr, lbSrc: lbSrcAddr, cp: cpAddr,
+	podRange: PodRange, lbNet: lbNet, cpNet: cpNet, vip: vipAddr, lbSrc: lbSrcAddr, cp: cpAddr,
 }
 
 var ipv6 = &family{
@@ -52,7 +53,7 @@ var ipv6 = &family{
 	spineLinks: spineLinkNet6, torLink: torLink6, lbLink: lbLink6, cpLink: cpLink6,
 	rackNodes: rackNodeNet6, rackPods: rackPodNet6, gateway: rackGateway6,
 	node: nodeAddr6, podCIDR: podCIDR6, pod: podAddr6,
-	lbNet: lbNet6, cpNet: cpNet6, vip: vipAddr6, lbSrc: lbSrcAddr6, cp: cpAddr6,
+	podRange: PodRange6, lbNet: lbNet6, cpNet: cpNet6, vip: vipAddr6, lbSrc: lbSrcAddr6, cp: cpAddr6,
 	gatewayOnPodVeth: true,
 }
 

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 
 	"github.com/google/nftables"
@@ -35,6 +36,15 @@ func (b *builder) filters() error {
 			}
 			if err := addFilter(h.Namespace, nftables.ChainHookInput, icmpEchoRequest, icmp6EchoRequest); err != nil {
 				return err
+			}
+		}
+	}
+	if spec.Overlay {
+		for _, h := range b.plan.fabric.Hosts {
+			if h.Class == ClassNode {
+				if err := masqueradePods(h.Namespace, familiesOf(spec)); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -84,5 +94,26 @@ func icmpTypeDrop(proto, typ byte) []expr.Any {
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{typ}},
 		verdictDrop(),
+	})
+}
+
+// masqueradePods makes a node on the overlay SNAT its pods' packets to the
+// LB's and the control plane's networks to its own address, as flannel's
+// ip-masq does for what leaves the pod network: the underlay routes no
+// pod address, so those leaves could not answer a pod. Pods reach nodes
+// and pods unmasqueraded.
+//
+//	table inet prober_filter { chain masq { type nat hook postrouting priority 100;
+//	  ip saddr PodRange ip daddr { LBNet, CPNet } masquerade } }
+func masqueradePods(ns string, fams []*family) error {
+	return nftIn(ns, func(c *nftables.Conn) error {
+		t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: filterTable})
+		ch := c.AddChain(baseChain(t, "masq", nftables.ChainTypeNAT, nftables.ChainHookPostrouting, *nftables.ChainPriorityNATSource))
+		for _, fam := range fams {
+			for _, leaf := range []netip.Prefix{fam.lbNet, fam.cpNet} {
+				c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: rule(nfproto(fam), ipIn(true, fam.podRange), ipIn(false, leaf), []expr.Any{&expr.Masq{}})})
+			}
+		}
+		return nil
 	})
 }

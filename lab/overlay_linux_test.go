@@ -13,10 +13,11 @@ import (
 // TestOverlay: pods on a flannel-style VXLAN overlay reach each other over
 // both families, encapsulated (the spines forward UDP 8472 and no TCP of
 // the pods' flows), spread over the spines by the inner flows' hash, at
-// MTU 1450; the routers know no pod address; a pod's trace to another
-// node's pod hears that node from its tunnel address and no router.
+// MTU 1450; the routers know no pod address, and a pod reaches the VIP
+// masqueraded; a pod's trace to another node's pod hears that node from
+// its tunnel address and no router.
 func TestOverlay(t *testing.T) {
-	f := labtest.Up(t, lab.Spec{Spines: 3, Racks: 2, NodesPerRack: 1, PodsPerNode: 1, LB: false, IPv6: true, Overlay: true})
+	f := labtest.Up(t, lab.Spec{Spines: 3, Racks: 2, NodesPerRack: 1, PodsPerNode: 1, LB: true, IPv6: true, Overlay: true})
 	p11, _ := f.Host("n11p1")
 	p21, _ := f.Host("n21p1")
 	n21, _ := f.Host("n21")
@@ -64,6 +65,24 @@ func TestOverlay(t *testing.T) {
 	}
 	if spread < 2 {
 		t.Errorf("24 pod flows' VXLAN packets crossed %d spines, want the inner flows spread over at least 2 of 3", spread)
+	}
+
+	// A pod reaches the VIP, masqueraded by its node as flannel does: the
+	// LB could not answer a pod address.
+	for _, n := range f.Nodes() {
+		listen(t, n.Namespace, netip.AddrPortFrom(n.Addr, 8081))
+		listen(t, n.Namespace, netip.AddrPortFrom(n.Addr6, 8081))
+	}
+	for _, vip := range []netip.Addr{f.VIP, f.VIP6} {
+		c, err := dial(p11.Namespace, netip.AddrPort{}, netip.AddrPortFrom(vip, 8081), 2*time.Second)
+		if err != nil {
+			t.Errorf("pod to the VIP %v: %v", vip, err)
+			continue
+		}
+		if err := roundTrip(c, "prober-lab", 2*time.Second); err != nil {
+			t.Errorf("pod to the VIP %v: %v", vip, err)
+		}
+		abort(c)
 	}
 
 	// The underlay routes no pod address: a spine cannot reach one.
