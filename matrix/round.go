@@ -60,6 +60,9 @@ type round struct {
 	// agentNode is, per agent, the device of the node a pod agent runs
 	// on (its "node" label), or -1: a pod's first hop is its node.
 	agentNode []int32
+	// tunnels holds the nodes that a trace showed next to a node of
+	// another switch (underlay): their pods' flows ride an overlay.
+	tunnels map[int32]bool
 }
 
 // accessChain fills chain with h and the access devices up from it (a
@@ -233,6 +236,10 @@ func (r *round) reset(agents []*agentState) {
 	r.mixLast = -1
 	r.targetDev = r.targetDev[:0]
 	r.agentNode = r.agentNode[:0]
+	if r.tunnels == nil {
+		r.tunnels = map[int32]bool{}
+	}
+	clear(r.tunnels)
 }
 
 // build fills r from the fresh agents: the devices of agents and
@@ -261,6 +268,7 @@ func (m *Matrix) build(r *round, agents []*agentState) {
 	r.adoptExits()
 	r.bridgeRackMates()
 	r.unseenRackMates()
+	r.overlayTails()
 	r.closeTails()
 }
 
@@ -429,6 +437,7 @@ func (r *round) underlay(chain []int32) []int32 {
 			continue
 		}
 		chain = slices.Insert(chain, i+1, sa, -1, sb)
+		r.tunnels[a], r.tunnels[b] = true, true
 		i += 3
 	}
 	return chain
@@ -770,6 +779,32 @@ func (r *round) unseenRackMates() {
 				f.unseen, f.complete, f.entry = true, false, -1
 				return links
 			}
+		}
+		return append(links, old...)
+	})
+}
+
+// overlayTails: a flow into the overlay (to a pod of another node, from
+// a node whose pods' flows ride one: tunnels) whose trace heard nothing
+// past its source's node or that node's switch is unseen. Its packets
+// went into the tunnel, whose path its trace cannot show: left with the
+// links it has, a zone that lost its network put its pods' loss on their
+// links to their nodes.
+func (r *round) overlayTails() {
+	if len(r.tunnels) == 0 {
+		return
+	}
+	dark := func(f *rflow) bool {
+		node, dn := r.nodeOf(f.src), r.nodeOf(f.dst)
+		if f.complete || f.tail < 0 || !r.tunnels[node] || dn == f.dst || dn == node {
+			return false
+		}
+		return f.tail == node || f.tail == r.switchOf(node)
+	}
+	r.rewriteLinks(func(f *rflow, old, links []int32) []int32 {
+		if f.hopEnd > f.hopStart && dark(f) {
+			f.unseen, f.entry = true, -1
+			return links
 		}
 		return append(links, old...)
 	})
