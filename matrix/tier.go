@@ -29,7 +29,7 @@ import (
 // A tier's candidate keeps the cross-rack pairs behind it (pairs), for
 // tierFlows to say which of their flows lose.
 func tierSuspects(r *round, th *Thresholds, rackOf func(int32) string, excluded map[int32]bool) []candidate {
-	rt := tallyRacks(r, rackOf, excluded)
+	rt := tallyRacks(r, th, rackOf, excluded)
 	if len(rt.names) == 0 {
 		return nil
 	}
@@ -59,7 +59,9 @@ func tierSuspects(r *round, th *Thresholds, rackOf func(int32) string, excluded 
 	}
 
 	var all tally
+	var allF flowTally
 	touch := make([]tally, len(rt.names))
+	touchF := make([]flowTally, len(rt.names))
 	var pairs []int32
 	for pi := range r.pairs {
 		sq, dq := rt.pairRack[pi][0], rt.pairRack[pi][1]
@@ -70,21 +72,29 @@ func tierSuspects(r *round, th *Thresholds, rackOf func(int32) string, excluded 
 		all.add(p)
 		touch[sq].add(p)
 		touch[dq].add(p)
+		allF.add(rt.pairFlows[pi])
+		touchF[sq].add(rt.pairFlows[pi])
+		touchF[dq].add(rt.pairFlows[pi])
 		pairs = append(pairs, int32(pi))
 	}
-	if !th.isSignificant(all) {
+	// By probes, or by sick flows where ECMP dilutes a bad link's loss.
+	if sick, _ := th.sickFlows(allF, 0); !th.isSignificant(all) && !sick {
 		return out
 	}
 	var one []int
 	for q := range rt.names {
 		rest := tally{sent: all.sent - touch[q].sent, lost: all.lost - touch[q].lost}
+		restF := allF.minus(touchF[q])
 		if tors[q] || rest.sent == 0 {
 			continue
 		}
 		// Significantly worse than the rest's rate, which a fabric's
 		// background keeps near Healthy at scale: a fixed ratio
 		// (clearlyWorse's five times) missed a rack's lossy uplink.
-		if th.isSignificant(touch[q]) && !th.isSignificant(rest) && upperTail(float64(touch[q].lost), float64(touch[q].sent), max(rest.ratio(), th.Healthy)) < th.Alpha {
+		byProbes := th.isSignificant(touch[q]) && !th.isSignificant(rest) && upperTail(float64(touch[q].lost), float64(touch[q].sent), max(rest.ratio(), th.Healthy)) < th.Alpha
+		restSick, _ := th.sickFlows(restF, 0)
+		qSick, _ := th.sickFlows(touchF[q], restF.ratio())
+		if byProbes || qSick && !restSick {
 			one = append(one, q)
 		}
 	}
@@ -101,6 +111,7 @@ func tierSuspects(r *round, th *Thresholds, rackOf func(int32) string, excluded 
 			return append(out, rt.tor(r, th, q, fmt.Sprintf("the paths in and out of it lose %.2g, the others %.2g, and no rack-mates tell its ToR from its uplinks", touch[q].ratio(), tally{sent: all.sent - touch[q].sent, lost: all.lost - touch[q].lost}.ratio())))
 		}
 		c := rt.tier(th, "uplinks of "+rt.names[q], touch[q], fmt.Sprintf("the paths in and out of %s lose, its in-rack paths and the other racks' paths do not: the links between its ToR and the tier above", rt.names[q]))
+		bySickFlows(th, &c, touch[q], touchF[q])
 		c.pairs = slices.DeleteFunc(pairs, func(pi int32) bool {
 			return rt.pairRack[pi][0] != q && rt.pairRack[pi][1] != q
 		})
@@ -122,7 +133,7 @@ func tierSuspects(r *round, th *Thresholds, rackOf func(int32) string, excluded 
 		return out
 	}
 	rest := tally{sent: all.sent - touch[worst].sent, lost: all.lost - touch[worst].lost}
-	if n > 2 && !th.isSignificant(rest) {
+	if restSick, _ := th.sickFlows(allF.minus(touchF[worst]), 0); n > 2 && !th.isSignificant(rest) && !restSick {
 		return out
 	}
 	within := "not within their own"
@@ -130,6 +141,7 @@ func tierSuspects(r *round, th *Thresholds, rackOf func(int32) string, excluded 
 		within = "and within their own"
 	}
 	c := rt.tier(th, "spine", all, fmt.Sprintf("the paths between all %d racks lose, %s: the tier above the ToRs", n, within))
+	bySickFlows(th, &c, all, allF)
 	c.Addresses = upperTier(r)
 	if len(c.Addresses) == 0 {
 		for q := range rt.names {
@@ -149,9 +161,79 @@ type rackTallies struct {
 	// names), -1 where unknown or the pair is left out.
 	pairRack [][2]int
 	in       []tally // pairs within the rack
+	// pairFlows is each pair's flows and sick flows (sickFlow).
+	pairFlows []flowTally
 }
 
-func tallyRacks(r *round, rackOf func(int32) string, excluded map[int32]bool) *rackTallies {
+// flowTally counts flows, and those of them that are sick, with the
+// probes the sick ones sent and lost, and null: how many would be sick
+// were every element no worse than Healthy.
+type flowTally struct {
+	flows, sick uint64
+	null        float64
+	sickProbes  tally
+}
+
+func (t *flowTally) add(o flowTally) {
+	t.flows += o.flows
+	t.sick += o.sick
+	t.null += o.null
+	t.sickProbes.sent += o.sickProbes.sent
+	t.sickProbes.lost += o.sickProbes.lost
+}
+
+func (t flowTally) minus(o flowTally) flowTally {
+	return flowTally{flows: t.flows - o.flows, sick: t.sick - o.sick, null: t.null - o.null,
+		sickProbes: tally{sent: t.sickProbes.sent - o.sickProbes.sent, lost: t.sickProbes.lost - o.sickProbes.lost}}
+}
+
+// flowSickP is how unlikely a flow's own loss must be at the Healthy rate
+// for it to be sick: on ECMP one bad link of many spines' carries a few
+// flows at its full rate, which a probe total dilutes below Healthy and
+// a count of sick flows does not.
+const flowSickP = 0.01
+
+// sickLimit is, for a flow of sent probes, the fewest lost that make it
+// sick, and the chance of as many at the Healthy rate h (exact: the
+// binomial tail); 0, 0 when no count does.
+func sickLimit(sent uint64, h float64) (k uint64, p float64) {
+	for k = 1; k <= sent; k++ {
+		if upperTail(float64(k), float64(sent), h) < flowSickP {
+			break
+		}
+	}
+	if k > sent {
+		return 0, 0
+	}
+	// P(X >= k) = 1 - sum_{i<k} C(n,i) h^i (1-h)^(n-i), term by term.
+	n := float64(sent)
+	term := math.Exp(n * math.Log1p(-h))
+	below := 0.0
+	for i := uint64(0); i < k; i++ {
+		below += term
+		term *= (n - float64(i)) / float64(i+1) * h / (1 - h)
+	}
+	return k, max(0, 1-below)
+}
+
+// sickFlows reports whether more of t's flows are sick than their null
+// count, or a share base of them, explains at Alpha, with the p-value.
+func (th *Thresholds) sickFlows(t flowTally, base float64) (bool, float64) {
+	if t.flows == 0 {
+		return false, 1
+	}
+	pv := upperTail(float64(t.sick), float64(t.flows), max(base, t.null/float64(t.flows), 1e-12))
+	return t.sick > 0 && pv < th.Alpha, pv
+}
+
+func (t flowTally) ratio() float64 {
+	if t.flows == 0 {
+		return 0
+	}
+	return float64(t.sick) / float64(t.flows)
+}
+
+func tallyRacks(r *round, th *Thresholds, rackOf func(int32) string, excluded map[int32]bool) *rackTallies {
 	rt := &rackTallies{pairRack: make([][2]int, len(r.pairs))}
 	idx := map[string]int{}
 	rackIdx := func(d int32) int {
@@ -184,9 +266,36 @@ func tallyRacks(r *round, rackOf func(int32) string, excluded map[int32]bool) *r
 		rt.pairRack[pi] = [2]int{sq, dq}
 	}
 	rt.in = make([]tally, len(rt.names))
+	rt.pairFlows = make([]flowTally, len(r.pairs))
+	limits := map[uint64][2]float64{} // by sent: sickLimit's
 	for pi := range r.pairs {
-		if q := rt.pairRack[pi]; q[0] >= 0 && q[0] == q[1] {
+		q := rt.pairRack[pi]
+		if q[0] < 0 {
+			continue
+		}
+		if q[0] == q[1] {
 			rt.in[q[0]].add(&r.pairs[pi])
+		}
+		p := &r.pairs[pi]
+		ft := &rt.pairFlows[pi]
+		for fi := p.flowStart; fi < p.flowEnd; fi++ {
+			f := &r.flows[fi]
+			if f.sent == 0 {
+				continue
+			}
+			ft.flows++
+			lim, ok := limits[f.sent]
+			if !ok {
+				k, p := sickLimit(f.sent, th.Healthy)
+				lim = [2]float64{float64(k), p}
+				limits[f.sent] = lim
+			}
+			ft.null += lim[1]
+			if lost := min(f.lost, f.sent); lim[0] > 0 && float64(lost) >= lim[0] {
+				ft.sick++
+				ft.sickProbes.sent += f.sent
+				ft.sickProbes.lost += lost
+			}
 		}
 	}
 	return rt
@@ -251,6 +360,28 @@ func (rt *rackTallies) tier(th *Thresholds, name string, t tally, detail string)
 	c.Kind, c.Name, c.Addresses = KindTier, name, []string{}
 	score(th, &c, t, detail)
 	return c
+}
+
+// bySickFlows scores c by its sick flows where its probe totals t, which
+// ECMP dilutes when one of many paths is bad, are not significant: their
+// count's confidence, their loss beyond Healthy.
+func bySickFlows(th *Thresholds, c *candidate, t tally, f flowTally) {
+	if th.isSignificant(t) {
+		return
+	}
+	sick, pv := th.sickFlows(f, 0)
+	if !sick {
+		return
+	}
+	c.conf = 1
+	if pv > 0 {
+		c.conf = min(1, math.Log(pv)/(2*math.Log(th.Alpha)))
+	}
+	s := f.sickProbes
+	c.EstimatedLoss = s.ratio()
+	c.excess = float64(s.lost) - th.Healthy*float64(s.sent)
+	c.Evidence.PValue = pv
+	c.Evidence.Detail += fmt.Sprintf(" (%d of its %d flows lose %.2g each, too few for its totals to show)", f.sick, f.flows, s.ratio())
 }
 
 // score sets a tier stage candidate's confidence, loss, excess and
