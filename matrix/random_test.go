@@ -1,0 +1,117 @@
+package matrix_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/netprober/prober/matrix/matrixsim"
+)
+
+// drawFabric draws a fabric nobody chose: racks of 2 to 40 nodes (14 with
+// pod agents), 3 to 16 racks, 2 to 16 spines, pod agents or not, an
+// overlay under them or not, rack labels or not, replies per flow or per
+// probe, 0-50 % of hops silent or every router silent, 2 to 16 flows a
+// target and 8 to 64 probes a flow in the window (the plan's rates and
+// windows), a background of 0 to 1e-4 per link. It says what it drew.
+func drawFabric(rng *rand.Rand) (matrixsim.Config, string) {
+	c := matrixsim.Config{
+		Racks: 3 + rng.IntN(14), Spines: 2 + rng.IntN(15),
+		Pods: rng.IntN(2) == 0, NoRackLabels: rng.IntN(2) == 0, ReplyPerProbe: rng.IntN(4) == 0,
+		FlowsPerTarget: 2 + rng.IntN(15), ProbesPerFlow: 8 + rng.IntN(57),
+		SilentHop: rng.Float64() * 0.5, Background: rng.Float64() * 1e-4,
+	}
+	c.NodesPerRack = 2 + rng.IntN(39)
+	if c.Pods {
+		c.NodesPerRack = 2 + rng.IntN(13)
+		c.Overlay = rng.IntN(2) == 0
+	}
+	if rng.IntN(5) == 0 {
+		c.SilentRouters, c.SilentHop = true, 0
+	}
+	var kinds []string
+	for _, k := range []struct {
+		on   bool
+		name string
+	}{{c.Pods, "pods"}, {c.Overlay, "overlay"}, {c.NoRackLabels, "no labels"}, {c.ReplyPerProbe, "replies per probe"}, {c.SilentRouters, "silent routers"}} {
+		if k.on {
+			kinds = append(kinds, k.name)
+		}
+	}
+	return c, fmt.Sprintf("%d racks x %d, %d spines, %d flows x %d, %.0f%% silent hops [%s]",
+		c.Racks, c.NodesPerRack, c.Spines, c.FlowsPerTarget, c.ProbesPerFlow, 100*c.SilentHop, strings.Join(kinds, ", "))
+}
+
+// randomClasses are the fault classes of the drawn evaluation, each at a
+// loss drawn from 2-5 %.
+var randomClasses = []matrixsim.Kind{matrixsim.LinkLoss, matrixsim.SpineLoss, matrixsim.ToRLoss, matrixsim.HostNIC, matrixsim.Dataplane, matrixsim.Healthy}
+
+// TestListQualityRandom measures the whole list on fabrics and faults
+// drawn at random, not the shapes the code was tuned on: 10 trials a
+// class by default, 50 with -eval (which logs the table for
+// docs/performance.md and every miss). The goals are precision >= 0.98
+// and recall >= 0.95; the draws are seeded, and the floor asserted is
+// what the estimator holds today (docs/performance.md has where it falls
+// short of the goals), so that no change makes it worse unseen.
+func TestListQualityRandom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("quality evaluation skipped in -short")
+	}
+	trials := 10
+	if *evalFull {
+		trials = 50
+	}
+	const minPrec, minRecall = 0.9, 0.9
+	for ci, k := range randomClasses {
+		t.Run(string(k), func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(uint64(ci), 28))
+			var listed, right, found, faults int
+			for trial := range trials {
+				cfg, drawn := drawFabric(rng)
+				if k == matrixsim.Dataplane && !cfg.Pods {
+					cfg.Pods, cfg.NodesPerRack = true, min(cfg.NodesPerRack, 14)
+				}
+				fab, err := matrixsim.New(cfg)
+				if err != nil {
+					t.Fatalf("%s: %v", drawn, err)
+				}
+				ft := fab.Random(k, 0.02+0.03*rng.Float64(), rng)
+				kind, name := fab.Truth(ft)
+				if kind != "" {
+					faults++
+				}
+				d := localize(t, fab, ft, uint64(1000*ci+trial), nil)
+				hit := false
+				for _, s := range d.Listed() {
+					listed++
+					if s.Kind == kind && s.Name == name {
+						right++
+						hit = true
+					} else if *evalFull || testing.Verbose() {
+						t.Logf("trial %d (%s): %s %s at %.3f, listed %s %s at %.2f", trial, drawn, kind, name, ft.Loss, s.Kind, s.Name, s.Score)
+					}
+				}
+				if hit {
+					found++
+				} else if kind != "" && (*evalFull || testing.Verbose()) {
+					t.Logf("trial %d (%s): %s %s at %.3f not listed", trial, drawn, kind, name, ft.Loss)
+				}
+			}
+			prec, recall := 1.0, 1.0
+			if listed > 0 {
+				prec = float64(right) / float64(listed)
+			}
+			if faults > 0 {
+				recall = float64(found) / float64(faults)
+			}
+			if *evalFull {
+				t.Logf("| %s 2-5%% | %d | %.2f (%d of %d) | %.2f (%d of %d) |", k, trials, prec, right, listed, recall, found, faults)
+			}
+			if prec < minPrec || recall < minRecall {
+				t.Errorf("list precision %.2f (%d of %d), recall %.2f (%d of %d); want >= %.2f and >= %.2f (goals: 0.98, 0.95)", prec, right, listed, recall, found, faults, minPrec, minRecall)
+			}
+		})
+	}
+}
