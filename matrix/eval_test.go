@@ -373,20 +373,31 @@ func TestListQuality(t *testing.T) {
 				faults += len(truth)
 				found += len(named)
 			}
-			prec, recall := 1.0, 1.0
-			if listed > 0 {
-				prec = float64(right) / float64(listed)
-			}
-			if faults > 0 {
-				recall = float64(found) / float64(faults)
-			}
-			if *evalFull {
-				t.Logf("| %s | %d | %.2f (%d of %d) | %.2f (%d of %d) |", row.name, trials, prec, right, listed, recall, found, faults)
-			}
-			if prec < row.minPrec || recall < row.minRecall {
-				t.Errorf("list precision %.2f (%d of %d), recall %.2f (%d of %d); want >= %.2f and >= %.2f",
-					prec, right, listed, recall, found, faults, row.minPrec, row.minRecall)
-			}
+			listCount{listed, right, faults, found}.check(t, row.name, trials, row.minPrec, row.minRecall)
 		})
+	}
+}
+
+// listCount tallies whole lists: suspects listed, of them faults; faults
+// injected, of them listed.
+type listCount struct{ listed, right, faults, found int }
+
+// check logs row's line of the table with -eval and fails below the
+// floors of list precision and recall.
+func (c listCount) check(t *testing.T, row string, trials int, minPrec, minRecall float64) {
+	t.Helper()
+	prec, recall := 1.0, 1.0
+	if c.listed > 0 {
+		prec = float64(c.right) / float64(c.listed)
+	}
+	if c.faults > 0 {
+		recall = float64(c.found) / float64(c.faults)
+	}
+	if *evalFull {
+		t.Logf("| %s | %d | %.2f (%d of %d) | %.2f (%d of %d) |", row, trials, prec, c.right, c.listed, recall, c.found, c.faults)
+	}
+	if prec < minPrec || recall < minRecall {
+		t.Errorf("list precision %.2f (%d of %d), recall %.2f (%d of %d); want >= %.2f and >= %.2f",
+			prec, c.right, c.listed, recall, c.found, c.faults, minPrec, minRecall)
 	}
 }

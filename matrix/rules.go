@@ -396,7 +396,7 @@ func fabricExplains(r *round, e *estimator, th *Thresholds, c *candidate, podNod
 					reply = e.replyRate(r, f.src, f.dst, rate)
 				}
 				q = rate(fwd) + reply
-			} else if u != nil && u.cross[fi] {
+			} else if u != nil && u.cross(fi) {
 				if unseen < 0 {
 					unseen = u.rate(r, th, c.pairs)
 				}
