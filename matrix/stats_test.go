@@ -54,3 +54,23 @@ func TestSignificant(t *testing.T) {
 		}
 	}
 }
+
+// TestSickLimit: a flow is sick from the fewest lost probes whose bound is
+// below flowSickP at Healthy, and its null chance is the exact binomial
+// tail, far below that bound (which is why sick flows are counted
+// against the null, not against flowSickP).
+func TestSickLimit(t *testing.T) {
+	for _, c := range []struct{ sent, k uint64 }{{1, 1}, {8, 2}, {26, 2}, {300, 4}} {
+		k, p := sickLimit(c.sent, 1e-3)
+		exact := exactTail(int(k), int(c.sent), 1e-3)
+		if k != c.k || math.Abs(p-exact) > 1e-3*exact || p >= flowSickP {
+			t.Errorf("sent %d: sick from %d lost, null %.3g; want %d, %.3g (< %g)", c.sent, k, p, c.k, exact, flowSickP)
+		}
+	}
+	l := sickLimits{h: 1e-3}
+	for range 2 { // computed, then cached
+		if k, p := l.of(26); k != 2 || math.Abs(p-exactTail(2, 26, 1e-3)) > 1e-6 {
+			t.Errorf("sickLimits.of(26) = %d, %g", k, p)
+		}
+	}
+}

@@ -216,6 +216,36 @@ func sickLimit(sent uint64, h float64) (k uint64, p float64) {
 	return k, max(0, 1-below)
 }
 
+// sickLimits caches sickLimit by sent: a round asks it for every flow,
+// and a window's flows send a few dozen different counts.
+type sickLimits struct {
+	h     float64
+	cache []sickLimitOf // by sent, up to maxCachedSent
+}
+
+type sickLimitOf struct {
+	k    uint64
+	null float64
+	ok   bool
+}
+
+const maxCachedSent = 1 << 14
+
+func (l *sickLimits) of(sent uint64) (uint64, float64) {
+	if sent >= maxCachedSent {
+		return sickLimit(sent, l.h)
+	}
+	if int(sent) >= len(l.cache) {
+		l.cache = append(l.cache, make([]sickLimitOf, int(sent)+1-len(l.cache))...)
+	}
+	c := &l.cache[sent]
+	if !c.ok {
+		c.k, c.null = sickLimit(sent, l.h)
+		c.ok = true
+	}
+	return c.k, c.null
+}
+
 // sickFlows reports whether more of t's flows are sick than their null
 // count, or a share base of them, explains at Alpha, with the p-value.
 func (th *Thresholds) sickFlows(t flowTally, base float64) (bool, float64) {
@@ -267,7 +297,7 @@ func tallyRacks(r *round, th *Thresholds, rackOf func(int32) string, excluded ma
 	}
 	rt.in = make([]tally, len(rt.names))
 	rt.pairFlows = make([]flowTally, len(r.pairs))
-	limits := map[uint64][2]float64{} // by sent: sickLimit's
+	limits := sickLimits{h: th.Healthy}
 	for pi := range r.pairs {
 		q := rt.pairRack[pi]
 		if q[0] < 0 {
@@ -284,14 +314,9 @@ func tallyRacks(r *round, th *Thresholds, rackOf func(int32) string, excluded ma
 				continue
 			}
 			ft.flows++
-			lim, ok := limits[f.sent]
-			if !ok {
-				k, p := sickLimit(f.sent, th.Healthy)
-				lim = [2]float64{float64(k), p}
-				limits[f.sent] = lim
-			}
-			ft.null += lim[1]
-			if lost := min(f.lost, f.sent); lim[0] > 0 && float64(lost) >= lim[0] {
+			k, null := limits.of(f.sent)
+			ft.null += null
+			if lost := min(f.lost, f.sent); k > 0 && lost >= k {
 				ft.sick++
 				ft.sickProbes.sent += f.sent
 				ft.sickProbes.lost += lost

@@ -96,10 +96,11 @@ func (u *unseenCross) rate(r *round, th *Thresholds, pairs []int32) float64 {
 	}
 	var t tally
 	var ft flowTally
+	limits := sickLimits{h: th.Healthy}
 	for k, n := range fc {
 		t.sent += k.sent * uint64(n)
 		t.lost += k.lost * uint64(n)
-		lim, p := sickLimit(k.sent, th.Healthy)
+		lim, p := limits.of(k.sent)
 		ft.flows += uint64(n)
 		ft.null += p * float64(n)
 		if lim > 0 && k.lost >= lim {
