@@ -123,6 +123,18 @@
 // IPv6) to it without lab pods, for the
 // pods a CNI plugin creates there. Package testbed builds a cluster on it.
 //
+// # Networks of other kinds
+//
+// Spec.Overlay puts the pods on a VXLAN overlay as flannel's vxlan
+// backend does (flannel.1, VNI 1, UDP 8472, static FDB and neighbour
+// entries, each remote pod CIDR routed via its node's tunnel address,
+// Host.Tunnel): the routers then route the nodes' segments only, a node
+// masquerades its pods to the LB and control plane, pods run at MTU 1450.
+// Spec.SilentRouters makes ToRs and spines send no time exceeded (a cloud
+// VPC's); Spec.DropEcho makes nodes drop echo (a security group).
+// Fabric.Silence silences one router. Their rules are the network, in an
+// inet prober_filter table, which Clear keeps.
+//
 // # Faults
 //
 // A Fault is one nftables table, inet prober_fault, in the namespace of
