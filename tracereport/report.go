@@ -216,7 +216,7 @@ func New(tr Trace, cfg matrix.Config) (Report, error) {
 			rep.WindowProbes += k.Stats.Sent
 		}
 	}
-	v, err := inferSuspects(tr.Target, tr.Source, cfg, fts, tr.Known)
+	v, err := inferSuspects(tr.Target, tr.Source, tr.Port, cfg, fts, tr.Known)
 	if err != nil {
 		return rep, err
 	}
@@ -244,7 +244,7 @@ func nameOf(cfg matrix.Config) func(addr string) string {
 // inferSuspects runs the matrix's localization over the flows, as if the
 // tracing host were an agent that had probed them: one algorithm for the
 // matrix and the trace.
-func inferSuspects(dst, src netip.Addr, mcfg matrix.Config, fts []probe.FlowTrace, known map[uint16]matrix.PairFlow) (matrix.FlowsVerdict, error) {
+func inferSuspects(dst, src netip.Addr, port uint16, mcfg matrix.Config, fts []probe.FlowTrace, known map[uint16]matrix.PairFlow) (matrix.FlowsVerdict, error) {
 	tcp := api.Protocol{Protocol: api.ProtocolTCPSYN}
 	lossy := false
 	gw := sharedFirstHop(fts)
@@ -277,7 +277,7 @@ func inferSuspects(dst, src netip.Addr, mcfg matrix.Config, fts []probe.FlowTrac
 		return matrix.FlowsVerdict{}, nil
 	}
 	agent := api.Agent{Name: src.String(), Class: api.ClassNode, Address: src.String()}
-	target := api.Target{Name: dst.String(), Address: dst.String(), Class: api.ClassNode, Path: api.PathNodeToNode, Protocols: []api.Protocol{tcp}}
+	target := api.Target{Name: dst.String(), Address: dst.String(), Port: port, Class: api.ClassNode, Path: api.PathNodeToNode, Protocols: []api.Protocol{tcp}}
 	return matrix.LocalizeFlows(mcfg, agent, target, func(s api.Stats) bool {
 		return probe.DefaultNoise.Lossy(int(s.Sent), int(s.Lost))
 	}, time.Now())
