@@ -67,6 +67,11 @@ func TestSickLimit(t *testing.T) {
 			t.Errorf("sent %d: sick from %d lost, null %.3g; want %d, %.3g (< %g)", c.sent, k, p, c.k, exact, flowSickP)
 		}
 	}
+	// A report's largest count (api.MaxCount) costs a bisection, not a
+	// count of every probe.
+	if k, p := sickLimit(1<<40, 1e-3); k < 1<<29 || k > 1<<31 || p <= 0 || p >= flowSickP {
+		t.Errorf("sent 2^40: sick from %d lost, null %g", k, p)
+	}
 	l := sickLimits{h: 1e-3}
 	for range 2 { // computed, then cached
 		if k, p := l.of(26); k != 2 || math.Abs(p-exactTail(2, 26, 1e-3)) > 1e-6 {

@@ -194,19 +194,30 @@ func (t flowTally) minus(o flowTally) flowTally {
 const flowSickP = 0.01
 
 // sickLimit is, for a flow of sent probes, the fewest lost that make it
-// sick, and the chance of as many at the Healthy rate h (exact: the
-// binomial tail); 0, 0 when no count does.
+// sick, and the chance of as many at the Healthy rate h: the binomial
+// tail, summed exactly while the limit is small, else its Chernoff bound
+// (more than the exact tail: a null that errs high names less); 0, 0
+// when no count does. upperTail falls as the count rises, so the limit
+// is found by bisection: a report may claim 2^40 probes of one flow.
 func sickLimit(sent uint64, h float64) (k uint64, p float64) {
-	for k = 1; k <= sent; k++ {
-		if upperTail(float64(k), float64(sent), h) < flowSickP {
-			break
-		}
-	}
-	if k > sent {
+	n := float64(sent)
+	if sent == 0 || upperTail(n, n, h) >= flowSickP {
 		return 0, 0
 	}
+	lo, hi := uint64(1), sent // the limit is in [lo, hi]
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if upperTail(float64(mid), n, h) < flowSickP {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	k = lo
+	if k > maxExactSick {
+		return k, upperTail(float64(k), n, h)
+	}
 	// P(X >= k) = 1 - sum_{i<k} C(n,i) h^i (1-h)^(n-i), term by term.
-	n := float64(sent)
 	term := math.Exp(n * math.Log1p(-h))
 	below := 0.0
 	for i := uint64(0); i < k; i++ {
@@ -215,6 +226,9 @@ func sickLimit(sent uint64, h float64) (k uint64, p float64) {
 	}
 	return k, max(0, 1-below)
 }
+
+// maxExactSick bounds the terms sickLimit sums exactly.
+const maxExactSick = 64
 
 // sickLimits caches sickLimit by sent: a round asks it for every flow,
 // and a window's flows send a few dozen different counts.
