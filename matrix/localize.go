@@ -11,9 +11,10 @@ import (
 
 // localizer holds the scratch of Localize, reused across rounds.
 type localizer struct {
-	r round
-	e estimator
-	s selector
+	r  round
+	e  estimator
+	s  selector
+	rt rackTallies // the tier stage's
 	// ex[l] are the lossiest flows through link l, filled on first use
 	// in a round.
 	ex     [][maxExamples]int32
@@ -199,7 +200,7 @@ func (m *Matrix) localize(agents []*agentState) ([]Suspect, Fabric) {
 		}
 		kept = append(kept, c)
 	}
-	tiers := tierSuspects(r, th, rackOf, ruled)
+	tiers := tierSuspects(r, &m.loc.rt, th, rackOf, ruled)
 	for i := range tiers {
 		if tiers[i].Kind == KindTier {
 			m.tierFlows(r, th, &tiers[i])

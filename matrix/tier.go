@@ -28,8 +28,8 @@ import (
 //
 // A tier's candidate keeps the cross-rack pairs behind it (pairs), for
 // tierFlows to say which of their flows lose.
-func tierSuspects(r *round, th *Thresholds, rackOf func(int32) string, excluded map[int32]bool) []candidate {
-	rt := tallyRacks(r, th, rackOf, excluded)
+func tierSuspects(r *round, rt *rackTallies, th *Thresholds, rackOf func(int32) string, excluded map[int32]bool) []candidate {
+	rt.tally(r, th, rackOf, excluded)
 	if len(rt.names) == 0 {
 		return nil
 	}
@@ -62,9 +62,10 @@ func tierSuspects(r *round, th *Thresholds, rackOf func(int32) string, excluded 
 	var allF flowTally
 	touch := make([]tally, len(rt.names))
 	touchF := make([]flowTally, len(rt.names))
-	var pairs []int32
+	pairs := rt.cross[:0]
+	defer func() { rt.cross = pairs[:0] }() // its storage, for the next round
 	for pi := range r.pairs {
-		sq, dq := rt.pairRack[pi][0], rt.pairRack[pi][1]
+		sq, dq := rt.racks(pi)
 		if sq < 0 || sq == dq || tors[sq] || tors[dq] {
 			continue
 		}
@@ -113,7 +114,8 @@ func tierSuspects(r *round, th *Thresholds, rackOf func(int32) string, excluded 
 		c := rt.tier(th, "uplinks of "+rt.names[q], touch[q], fmt.Sprintf("the paths in and out of %s lose, its in-rack paths and the other racks' paths do not: the links between its ToR and the tier above", rt.names[q]))
 		bySickFlows(th, &c, touch[q], touchF[q])
 		c.pairs = slices.DeleteFunc(pairs, func(pi int32) bool {
-			return rt.pairRack[pi][0] != q && rt.pairRack[pi][1] != q
+			sq, dq := rt.racks(int(pi))
+			return sq != q && dq != q
 		})
 		return append(out, c)
 	}
@@ -159,10 +161,12 @@ type rackTallies struct {
 	names []string
 	// pairRack is each pair's source and target rack (indexes into
 	// names), -1 where unknown or the pair is left out.
-	pairRack [][2]int
+	pairRack [][2]int32
 	in       []tally // pairs within the rack
 	// pairFlows is each pair's flows and sick flows (sickFlow).
 	pairFlows []flowTally
+	limits    sickLimits
+	cross     []int32 // tierSuspects' scratch: the cross-rack pairs
 }
 
 // flowTally counts flows, and those of them that are sick, with the
@@ -277,10 +281,19 @@ func (t flowTally) ratio() float64 {
 	return float64(t.sick) / float64(t.flows)
 }
 
-func tallyRacks(r *round, th *Thresholds, rackOf func(int32) string, excluded map[int32]bool) *rackTallies {
-	rt := &rackTallies{pairRack: make([][2]int, len(r.pairs))}
-	idx := map[string]int{}
-	rackIdx := func(d int32) int {
+// racks are pair pi's source and target racks, -1 when left out.
+func (rt *rackTallies) racks(pi int) (int, int) {
+	k := rt.pairRack[pi]
+	return int(k[0]), int(k[1])
+}
+
+// tally fills rt from r's pairs, reusing its storage: a round at 5,000
+// nodes has some 800,000 pairs.
+func (rt *rackTallies) tally(r *round, th *Thresholds, rackOf func(int32) string, excluded map[int32]bool) {
+	rt.names = rt.names[:0]
+	rt.pairRack = resize(rt.pairRack, len(r.pairs))
+	idx := map[string]int32{}
+	rackIdx := func(d int32) int32 {
 		name := rackOf(d)
 		if name == "" {
 			// Nothing says which hosts share a ToR, and lumping them
@@ -290,7 +303,7 @@ func tallyRacks(r *round, th *Thresholds, rackOf func(int32) string, excluded ma
 		}
 		q, ok := idx[name]
 		if !ok {
-			q = len(rt.names)
+			q = int32(len(rt.names))
 			idx[name] = q
 			rt.names = append(rt.names, name)
 		}
@@ -298,7 +311,7 @@ func tallyRacks(r *round, th *Thresholds, rackOf func(int32) string, excluded ma
 	}
 	for pi := range r.pairs {
 		p := &r.pairs[pi]
-		rt.pairRack[pi] = [2]int{-1, -1}
+		rt.pairRack[pi] = [2]int32{-1, -1}
 		t := &r.agents[p.agent].targets[p.target]
 		if excluded[p.dst] || excluded[p.src] || isLBPath(t) || r.sameNode(p) {
 			continue
@@ -307,11 +320,15 @@ func tallyRacks(r *round, th *Thresholds, rackOf func(int32) string, excluded ma
 		if sq < 0 || dq < 0 {
 			continue
 		}
-		rt.pairRack[pi] = [2]int{sq, dq}
+		rt.pairRack[pi] = [2]int32{sq, dq}
 	}
-	rt.in = make([]tally, len(rt.names))
-	rt.pairFlows = make([]flowTally, len(r.pairs))
-	limits := sickLimits{h: th.Healthy}
+	rt.in = resize(rt.in, len(rt.names))
+	clear(rt.in)
+	rt.pairFlows = resize(rt.pairFlows, len(r.pairs))
+	clear(rt.pairFlows)
+	if rt.limits.h != th.Healthy {
+		rt.limits = sickLimits{h: th.Healthy}
+	}
 	for pi := range r.pairs {
 		q := rt.pairRack[pi]
 		if q[0] < 0 {
@@ -328,7 +345,7 @@ func tallyRacks(r *round, th *Thresholds, rackOf func(int32) string, excluded ma
 				continue
 			}
 			ft.flows++
-			k, null := limits.of(f.sent)
+			k, null := rt.limits.of(f.sent)
 			ft.null += null
 			if lost := min(f.lost, f.sent); k > 0 && lost >= k {
 				ft.sick++
@@ -337,7 +354,6 @@ func tallyRacks(r *round, th *Thresholds, rackOf func(int32) string, excluded ma
 			}
 		}
 	}
-	return rt
 }
 
 // spreadOverHosts reports whether the loss of the pairs that take (by
@@ -347,8 +363,8 @@ func (rt *rackTallies) spreadOverHosts(r *round, take func(sq, dq int) bool) boo
 	var all tally
 	byHost := map[int32]tally{}
 	for pi := range r.pairs {
-		k := rt.pairRack[pi]
-		if k[0] < 0 || !take(k[0], k[1]) {
+		sq, dq := rt.racks(pi)
+		if sq < 0 || !take(sq, dq) {
 			continue
 		}
 		p := &r.pairs[pi]
@@ -375,7 +391,7 @@ func spread(part, all tally) bool { return 4*part.lost <= 3*all.lost }
 func (rt *rackTallies) tor(r *round, th *Thresholds, q int, detail string) candidate {
 	var t tally
 	for pi := range r.pairs {
-		if k := rt.pairRack[pi]; k[0] == q || k[1] == q {
+		if sq, dq := rt.racks(pi); sq == q || dq == q {
 			t.add(&r.pairs[pi])
 		}
 	}
