@@ -163,7 +163,7 @@ type rackTallies struct {
 	// names), -1 where unknown or the pair is left out.
 	pairRack [][2]int32
 	in       []tally // pairs within the rack
-	// pairFlows is each pair's flows and sick flows (sickFlow).
+	// pairFlows is each pair's flows and sick flows (flowTally).
 	pairFlows []flowTally
 	limits    sickLimits
 	cross     []int32 // tierSuspects' scratch: the cross-rack pairs
@@ -184,6 +184,18 @@ func (t *flowTally) add(o flowTally) {
 	t.null += o.null
 	t.sickProbes.sent += o.sickProbes.sent
 	t.sickProbes.lost += o.sickProbes.lost
+}
+
+// count adds n flows that each sent and lost so many probes.
+func (t *flowTally) count(l *sickLimits, sent, lost, n uint64) {
+	k, null := l.of(sent)
+	t.flows += n
+	t.null += null * float64(n)
+	if k > 0 && lost >= k {
+		t.sick += n
+		t.sickProbes.sent += sent * n
+		t.sickProbes.lost += lost * n
+	}
 }
 
 func (t flowTally) minus(o flowTally) flowTally {
@@ -344,21 +356,14 @@ func (rt *rackTallies) tally(r *round, th *Thresholds, rackOf func(int32) string
 			if f.sent == 0 {
 				continue
 			}
-			ft.flows++
-			k, null := rt.limits.of(f.sent)
-			ft.null += null
-			if lost := min(f.lost, f.sent); k > 0 && lost >= k {
-				ft.sick++
-				ft.sickProbes.sent += f.sent
-				ft.sickProbes.lost += lost
-			}
+			ft.count(&rt.limits, f.sent, min(f.lost, f.sent), 1)
 		}
 	}
 }
 
 // spreadOverHosts reports whether the loss of the pairs that take (by
 // the racks of their ends) is spread: no host, source or target (a pod
-// counting as its node), lost most of it.
+// counting as its node), lost more than 3/4 of it (spread).
 func (rt *rackTallies) spreadOverHosts(r *round, take func(sq, dq int) bool) bool {
 	var all tally
 	byHost := map[int32]tally{}

@@ -100,12 +100,7 @@ func (u *unseenCross) rate(r *round, th *Thresholds, pairs []int32) float64 {
 	for k, n := range fc {
 		t.sent += k.sent * uint64(n)
 		t.lost += k.lost * uint64(n)
-		lim, p := limits.of(k.sent)
-		ft.flows += uint64(n)
-		ft.null += p * float64(n)
-		if lim > 0 && k.lost >= lim {
-			ft.sick += uint64(n)
-		}
+		ft.count(&limits, k.sent, k.lost, uint64(n))
 	}
 	// By probes, or by sick flows where ECMP dilutes one bad path's loss
 	// (tierSuspects).
