@@ -532,17 +532,28 @@ type flowCounts map[tally]int
 
 func (fc flowCounts) add(sent, lost uint64) { fc[tally{sent: sent, lost: min(lost, sent)}]++ }
 
+// keys are fc's counts in a fixed order: sums over them (floating point)
+// come out the same every round, as the matrix must.
+func (fc flowCounts) keys() []tally {
+	keys := make([]tally, 0, len(fc))
+	for k := range fc {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y tally) int { return cmp.Or(cmpU64(x.sent, y.sent), cmpU64(x.lost, y.lost)) })
+	return keys
+}
+
 // lossyShare fits the flows' counts as a share of flows that lose at one
 // rate and the rest at the healthy rate h (expectation-maximisation over
 // the two classes, from a fixed start and in a fixed order:
 // deterministic), and returns the share and the rate. Loss spread over
 // every path fits a share near 1.
 func lossyShare(fc flowCounts, h float64) (share, rate float64) {
-	keys := make([]tally, 0, len(fc))
+	keys := fc.keys()
 	var all tally
 	var flows float64
-	for k, n := range fc {
-		keys = append(keys, k)
+	for _, k := range keys {
+		n := fc[k]
 		all.sent += k.sent * uint64(n)
 		all.lost += k.lost * uint64(n)
 		flows += float64(n)
@@ -550,7 +561,6 @@ func lossyShare(fc flowCounts, h float64) (share, rate float64) {
 	if all.lost == 0 {
 		return 0, 0
 	}
-	slices.SortFunc(keys, func(x, y tally) int { return cmp.Or(cmpU64(x.sent, y.sent), cmpU64(x.lost, y.lost)) })
 	share, rate = 0.5, min(0.99, max(2*all.ratio(), 2*h))
 	lh, l1h := math.Log(h), math.Log1p(-h)
 	for range 100 {

@@ -97,10 +97,11 @@ func (u *unseenCross) rate(r *round, th *Thresholds, pairs []int32) float64 {
 	var t tally
 	var ft flowTally
 	limits := sickLimits{h: th.Healthy}
-	for k, n := range fc {
-		t.sent += k.sent * uint64(n)
-		t.lost += k.lost * uint64(n)
-		ft.count(&limits, k.sent, k.lost, uint64(n))
+	for _, k := range fc.keys() {
+		n := uint64(fc[k])
+		t.sent += k.sent * n
+		t.lost += k.lost * n
+		ft.count(&limits, k.sent, k.lost, n)
 	}
 	// By probes, or by sick flows where ECMP dilutes one bad path's loss
 	// (tierSuspects).
