@@ -60,4 +60,41 @@ func TestOverlayTunnelsAreNodes(t *testing.T) {
 	if f, _ := run(obs); tunnels(f) == 0 {
 		t.Error("without host addresses no tunnel address was a fabric device: the check above cannot fail")
 	}
+
+	// A trace to another node's pod hears, after its own node, one hop:
+	// the other node over the tunnel. Silent, that hop is still the
+	// pod's node, never the source node's ToR (a link from a switch to a
+	// pod, which took the loss of the flows through it).
+	obs, silenced := fab.Observations(lossy, 1), 0
+	for _, o := range obs {
+		if o.Agent.Class != api.ClassPod {
+			continue
+		}
+		for _, tg := range o.Targets {
+			for _, p := range tg.Protocols {
+				for _, fl := range p.Flows {
+					if fl.Path != nil && len(fl.Path.Hops) == 3 && tg.Class == api.ClassPod {
+						fl.Path.Hops[1] = ""
+						silenced++
+					}
+				}
+			}
+		}
+	}
+	if silenced == 0 {
+		t.Fatal("no pod's trace to another node's pod to silence")
+	}
+	f, l = run(obs)
+	roles := map[string]string{}
+	for _, dv := range f.Devices {
+		roles[dv.Name] = dv.Role
+	}
+	for _, lk := range f.Links {
+		if roles[lk.From] != matrix.RoleHost && roles[lk.To] == matrix.RolePod {
+			t.Errorf("link %s->%s: a pod reached from a %s, not its node", lk.From, lk.To, roles[lk.From])
+		}
+	}
+	if len(l) != 1 || l[0].Kind != kind || l[0].Name != name {
+		t.Errorf("overlay, tunnel hops silent, spine2 at 5%%: listed %v, want %s %s alone", brief(l), kind, name)
+	}
 }

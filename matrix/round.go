@@ -611,6 +611,12 @@ func (r *round) fillSilent(chain []int32) []int32 {
 		return -1
 	}
 	last := len(chain) - 1
+	// A pod is reached through its node, on any network: first, so that
+	// a node's silent hop to another node's pod over an overlay (the
+	// tunnel's one hop) is not taken for the node's own switch.
+	if n := acc(chain[last]); last >= 2 && chain[last-1] < 0 && n >= 0 && r.isHost(n) && n != chain[last-2] {
+		chain[last-1] = n
+	}
 	for i := 1; i < last && (chain[i] < 0 || !r.isSwitch(chain[i])); i++ {
 		if a := acc(chain[i-1]); chain[i] < 0 && a >= 0 && a != chain[i+1] {
 			chain[i] = a
