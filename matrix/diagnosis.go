@@ -64,9 +64,9 @@ type Evidence struct {
 	// Links lists the suspect's lossy links (devices, hosts).
 	Links []string `json:"links,omitempty"`
 	// Silent is set on a tier when no router between its flows' ends
-	// answered their traces (a cloud VPC's fabric, or every router's
-	// ICMP filtered): the device cannot be named, only the tier and the
-	// flows that lose through it.
+	// answered their traces, or one trace in twenty at most (a cloud
+	// VPC's fabric, or every router's ICMP filtered): the device cannot
+	// be named, only the tier and the flows that lose through it.
 	Silent   bool      `json:"silent,omitempty"`
 	Examples []FlowRef `json:"examples"`
 }

@@ -1,6 +1,7 @@
 package matrix_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/netprober/prober/api"
@@ -38,6 +39,22 @@ func TestSilentFabricSaysWhatItCan(t *testing.T) {
 		}
 	}
 
+	// A router that answers one trace of the many (a cloud's own gateway)
+	// leaves the fabric silent, and the detail names it.
+	obs := fab.Observations(spine, 1)
+	var answer string
+	for addr, dev := range fab.Hops() {
+		if dev == matrixsim.SpineName(0) && (answer == "" || addr < answer) {
+			answer = addr
+		}
+	}
+	if !answerOneTrace(obs, answer) {
+		t.Fatal("no traced flow with a silent middle hop")
+	}
+	if l := diagnose(t, fab.Hops(), obs).Listed(); len(l) != 1 || !l[0].Evidence.Silent || !strings.Contains(l[0].Evidence.Detail, answer) {
+		t.Errorf("silent but for one trace that %s answered: listed %v; want tier spine alone, silent, naming %s", answer, brief(l), answer)
+	}
+
 	link := matrixsim.Fault{Kind: matrixsim.LinkLoss, Rack: 2, Spine: 0, Up: true, Loss: 0.05}
 	kind, name := fab.Truth(link)
 	if l := diagnose(t, fab.Hops(), fab.Observations(link, 2)).Listed(); len(l) != 1 || l[0].Kind != kind || l[0].Name != name || !l[0].Evidence.Silent {
@@ -53,4 +70,23 @@ func TestSilentFabricSaysWhatItCan(t *testing.T) {
 	if l := diagnose(t, heard.Hops(), heard.Observations(spine, 1)).Listed(); len(l) != 1 || l[0].Kind != kind || l[0].Name != name {
 		t.Errorf("routers answering, spine2 at 5%%: listed %v, want %s %s alone", brief(l), kind, name)
 	}
+}
+
+// answerOneTrace makes addr answer the middle hop of the first traced
+// flow of obs whose middle is silent.
+func answerOneTrace(obs []api.Observations, addr string) bool {
+	for _, o := range obs {
+		for ti := range o.Targets {
+			for pi := range o.Targets[ti].Protocols {
+				for fi := range o.Targets[ti].Protocols[pi].Flows {
+					p := o.Targets[ti].Protocols[pi].Flows[fi].Path
+					if p != nil && len(p.Hops) >= 3 && p.Hops[len(p.Hops)/2] == "" {
+						p.Hops[len(p.Hops)/2] = addr
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/netprober/prober/api"
 )
@@ -478,10 +479,11 @@ const maxTierFlows = 16
 // tierFlows says which of the flows crossing tier candidate c lose: how
 // many, the share of them a two-class fit puts at a lossy rate (one path
 // of several: a device or link the tier hides, not every path), the
-// lossiest as examples with their 5-tuples, and whether every traced one
-// crossed a silent fabric (rflow.unseen).
+// lossiest as examples with their 5-tuples, and whether the traced ones
+// crossed a silent fabric (rflow.unseen), all or nearly all.
 func (m *Matrix) tierFlows(r *round, th *Thresholds, c *candidate) {
 	var lossy []int32
+	var answered []string
 	counts := flowCounts{}
 	flows, traced, heard := 0, 0, 0
 	for _, pi := range c.pairs {
@@ -500,6 +502,9 @@ func (m *Matrix) tierFlows(r *round, th *Thresholds, c *candidate) {
 				traced++
 				if !f.unseen {
 					heard++
+					if len(answered) < maxAnswered {
+						answered = m.answered(r, f, answered)
+					}
 				}
 			}
 		}
@@ -516,14 +521,48 @@ func (m *Matrix) tierFlows(r *round, th *Thresholds, c *candidate) {
 	} else {
 		ev.Detail += ", spread over all its paths"
 	}
-	if traced > 0 && heard == 0 {
+	// A router that answers one trace in twenty (a gateway of the cloud's
+	// own, a device outside the tier) does not make the tier visible:
+	// what it hides is as unseen.
+	if traced > 0 && heard*silentShare <= traced {
 		ev.Silent = true
-		ev.Detail += fmt.Sprintf("; no router between their ends answered any of %d traces (a silent fabric): the examples' 5-tuples tell the fabric's ECMP hash tool which path they take", traced)
+		if heard == 0 {
+			ev.Detail += fmt.Sprintf("; no router between their ends answered any of %d traces (a silent fabric)", traced)
+		} else {
+			ev.Detail += fmt.Sprintf("; routers between their ends answered %d of %d traces only", heard, traced)
+			if len(answered) > 0 {
+				ev.Detail += " (" + strings.Join(answered, ", ") + ")"
+			}
+			ev.Detail += ": a silent fabric"
+		}
+		ev.Detail += ": the examples' 5-tuples tell the fabric's ECMP hash tool which path they take"
 	}
 	slices.SortStableFunc(lossy, func(x, y int32) int { return cmpU64(r.flows[y].lost, r.flows[x].lost) })
 	for _, fi := range lossy[:min(len(lossy), maxTierFlows)] {
 		ev.Examples = append(ev.Examples, m.flowRef(r, fi))
 	}
+}
+
+// silentShare: a tier's flows crossed a silent fabric while at most one
+// traced flow in silentShare heard a router between its ends.
+const silentShare = 20
+
+// maxAnswered bounds the addresses a silent tier's detail names.
+const maxAnswered = 3
+
+// answered appends to out the addresses of the routers flow f's trace
+// heard that out does not hold yet.
+func (m *Matrix) answered(r *round, f *rflow, out []string) []string {
+	a := r.agents[r.pairs[f.pair].agent]
+	for _, h := range a.hops[f.hopStart:f.hopEnd] {
+		if h < 0 {
+			continue
+		}
+		if d := m.resolve(r, h); d >= 0 && r.isSwitch(d) && !slices.Contains(out, m.addrs[h]) && len(out) < maxAnswered {
+			out = append(out, m.addrs[h])
+		}
+	}
+	return out
 }
 
 // flowCounts is a histogram of flows by their (sent, lost) counts: most
