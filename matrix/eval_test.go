@@ -265,6 +265,16 @@ var (
 	// spine, so a 1% fault there is near what the data can tell.
 	labShape        = matrixsim.Config{Racks: 3, NodesPerRack: 3, Spines: 3, LB: true, Pods: true, FlowsPerTarget: 4, ProbesPerFlow: 30, SilentHop: 0.2, Background: 1e-4}
 	labShapeOverlay = func() matrixsim.Config { c := labShape; c.Overlay = true; return c }()
+	// threeTier is a three-tier Clos: 4 fabric pods of 2 racks x 8
+	// nodes, 2 aggregation switches a pod, 2 super-spines, an LB on them.
+	threeTier = matrixsim.Config{Racks: 8, NodesPerRack: 8, Spines: 2, SuperSpines: 2, RacksPerPod: 2, LB: true,
+		FlowsPerTarget: 4, ProbesPerFlow: 16, SilentHop: 0.05, Background: 1e-4}
+	threeTierOverlay = func() matrixsim.Config { c := threeTier; c.Pods, c.Overlay = true, true; return c }()
+	threeTierSilent  = func() matrixsim.Config {
+		c := threeTier
+		c.Pods, c.SilentRouters, c.NoRackLabels = true, true, true
+		return c
+	}()
 )
 
 var listRows = []listRow{
@@ -313,6 +323,17 @@ var listRows = []listRow{
 	{name: "lab shape: spine 5%", cfg: labShape, kind: matrixsim.SpineLoss, loss: 0.05, minPrec: 0.98, minRecall: 0.95},
 	{name: "lab shape, overlay: spine 5%", cfg: labShapeOverlay, kind: matrixsim.SpineLoss, loss: 0.05, minPrec: 0.98, minRecall: 0.95},
 	{name: "lab shape, overlay: link 5%", cfg: labShapeOverlay, kind: matrixsim.LinkLoss, loss: 0.05, minPrec: 0.98, minRecall: 0.95},
+	{name: "three tiers: super-spine 2%", cfg: threeTier, kind: matrixsim.SuperLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "three tiers: aggregation switch 2%", cfg: threeTier, kind: matrixsim.SpineLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "three tiers: ToR-aggregation link 2%", cfg: threeTier, kind: matrixsim.LinkLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "three tiers: aggregation-super-spine link 2%", cfg: threeTier, kind: matrixsim.SuperLinkLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "three tiers: tor 2%", cfg: threeTier, kind: matrixsim.ToRLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "three tiers: host 2%", cfg: threeTier, kind: matrixsim.HostNIC, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "three tiers, overlay: super-spine 2%", cfg: threeTierOverlay, kind: matrixsim.SuperLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "three tiers, overlay: aggregation-super-spine link 2%", cfg: threeTierOverlay, kind: matrixsim.SuperLinkLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "three tiers, overlay: dataplane 5%", cfg: threeTierOverlay, kind: matrixsim.Dataplane, loss: 0.05, minPrec: 0.98, minRecall: 0.95},
+	{name: "three tiers, silent routers: super-spine 2%", cfg: threeTierSilent, kind: matrixsim.SuperLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "three tiers, silent routers: ToR-aggregation link 2%", cfg: threeTierSilent, kind: matrixsim.LinkLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	// Measured, not asserted: below the goals (docs/performance.md).
 	{name: "lab shape: spine 1%", cfg: labShape, kind: matrixsim.SpineLoss, loss: 0.01},
 	{name: "lab shape, overlay: spine 1%", cfg: labShapeOverlay, kind: matrixsim.SpineLoss, loss: 0.01},
@@ -328,6 +349,9 @@ var listRows = []listRow{
 	{name: "healthy, overlay", cfg: overlayFabric, kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, overlay, silent routers", cfg: silentOverlay, kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, lab shape, overlay", cfg: labShapeOverlay, kind: matrixsim.Healthy, minPrec: 1},
+	{name: "healthy, three tiers", cfg: threeTier, kind: matrixsim.Healthy, minPrec: 1},
+	{name: "healthy, three tiers, overlay", cfg: threeTierOverlay, kind: matrixsim.Healthy, minPrec: 1},
+	{name: "healthy, three tiers, silent routers", cfg: threeTierSilent, kind: matrixsim.Healthy, minPrec: 1},
 }
 
 // TestListQuality holds the whole list to the goals: every suspect listed

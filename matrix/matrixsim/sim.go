@@ -1,9 +1,9 @@
-// Package matrixsim simulates a leaf-spine fabric probed by prober's
-// agents and produces what they would report: per-flow probe counts and
-// Paris-traceroute paths as []api.Observations, under injected faults.
-// It sends nothing; its numbering mirrors the lab's (198.18.0.0/15) so
-// that outputs read like the real thing. It is for tests and benchmarks
-// of package matrix only.
+// Package matrixsim simulates a leaf-spine fabric, or a three-tier Clos,
+// probed by prober's agents and produces what they would report:
+// per-flow probe counts and Paris-traceroute paths as
+// []api.Observations, under injected faults. It sends nothing; its
+// numbering mirrors the lab's (198.18.0.0/15) so that outputs read like
+// the real thing. It is for tests and benchmarks of package matrix only.
 package matrixsim
 
 import (
@@ -80,6 +80,14 @@ type Config struct {
 	// names what the matrix can know: the tier and a rack's uplinks, not
 	// the spine or link.
 	SilentRouters bool
+	// SuperSpines, when set, makes the fabric three tiers (a Clos of
+	// fabric pods): racks are grouped into fabric pods of RacksPerPod,
+	// each with Spines aggregation switches that every ToR of the pod
+	// connects to, and every aggregation switch connects to every
+	// super-spine. A flow between fabric pods climbs its ToR, an
+	// aggregation switch, a super-spine and the other pod's aggregation
+	// switch, each picked by ECMP; the LB hangs off the super-spines.
+	SuperSpines, RacksPerPod int
 	// SilentHop is the chance that an intermediate hop does not answer a
 	// trace (ICMP rate limiting).
 	SilentHop float64
@@ -96,8 +104,10 @@ type Kind string
 // The fault classes.
 const (
 	Healthy       Kind = "healthy"
-	LinkLoss      Kind = "link"         // one direction of one ToR-spine link
-	SpineLoss     Kind = "spine"        // a spine drops on all its links
+	LinkLoss      Kind = "link"         // one direction of one ToR-spine (three tiers: ToR-aggregation) link
+	SpineLoss     Kind = "spine"        // a spine (three tiers: an aggregation switch) drops on all its links
+	SuperLoss     Kind = "super"        // three tiers: a super-spine drops on all its links
+	SuperLinkLoss Kind = "superlink"    // three tiers: one direction of an aggregation-super-spine link
 	ToRLoss       Kind = "tor"          // a ToR drops on all its links
 	Blackhole     Kind = "blackhole"    // a spine drops every packet of 1 in 8 5-tuples
 	LBLoss        Kind = "lb"           // the LB drops VIP packets
@@ -111,8 +121,12 @@ type Fault struct {
 	Kind Kind
 	Loss float64
 	// Where: Rack and Spine for a link (Up: ToR->spine), Spine, Rack,
-	// Rack and Node for a host or a node's dataplane.
+	// Rack and Node for a host or a node's dataplane. In three tiers,
+	// Spine is an aggregation switch of fabric pod Pod (a link's is the
+	// Rack's pod), Super a super-spine; a super link is Pod, Spine and
+	// Super (Up: aggregation->super-spine).
 	Rack, Spine, Node int
+	Pod, Super        int
 	Up                bool
 	// And are faults at the same time, of the loss kinds (link, spine,
 	// tor, host, dataplane); Truth names ft's own place only.
@@ -121,20 +135,24 @@ type Fault struct {
 
 // Fabric is a simulated leaf-spine fabric.
 type Fabric struct {
-	cfg        Config
-	nodeName   []string
-	nodeAddr   []string
-	podName    []string // by node, with Pods
-	podAddr    []string
-	podGW      []string   // the address a pod's node answers its traces from
-	tunnel     []string   // a node's overlay address, with Overlay
-	torAddr    []string   // host-facing
-	torUp      [][]string // [rack][spine] ToR's address facing the spine
-	spineDown  [][]string // [spine][rack] spine's address facing the ToR
-	vip        string
-	backends   []string
-	rackLabels []map[string]string
-	router     map[string]bool // ToR and spine addresses
+	cfg       Config
+	nodeName  []string
+	nodeAddr  []string
+	podName   []string // by node, with Pods
+	podAddr   []string
+	podGW     []string   // the address a pod's node answers its traces from
+	tunnel    []string   // a node's overlay address, with Overlay
+	torAddr   []string   // host-facing
+	torUp     [][]string // [rack][spine] ToR's address facing the spine
+	spineDown [][]string // [spine][rack] spine's address facing the ToR
+	// Three tiers: [agg][super] an aggregation switch's address facing
+	// the super-spine, [super][agg] the super-spine's facing it; agg is
+	// pod*Spines+spine.
+	aggUp, superDown [][]string
+	vip              string
+	backends         []string
+	rackLabels       []map[string]string
+	router           map[string]bool // ToR and spine addresses
 }
 
 // New builds the fabric.
@@ -164,6 +182,11 @@ func New(cfg Config) (*Fabric, error) {
 	}
 	if cfg.L2Racks && cfg.Flat {
 		return nil, fmt.Errorf("matrixsim: l2Racks and flat: a flat fabric is one L2 segment already")
+	}
+	if cfg.SuperSpines != 0 && (cfg.SuperSpines < 1 || cfg.SuperSpines > 16 || cfg.RacksPerPod < 1 || cfg.Racks > 126 ||
+		(cfg.Racks+cfg.RacksPerPod-1)/cfg.RacksPerPod*cfg.Spines > 126) {
+		return nil, fmt.Errorf("matrixsim: three tiers want 1-16 superSpines (got %d), racksPerPod >= 1 (got %d), at most 126 racks (got %d) and 126 aggregation switches in all (got %d pods x %d)",
+			cfg.SuperSpines, cfg.RacksPerPod, cfg.Racks, (cfg.Racks+max(cfg.RacksPerPod, 1)-1)/max(cfg.RacksPerPod, 1), cfg.Spines)
 	}
 	if _, err := netip.ParseAddr(cfg.ClusterIP); cfg.ClusterIP != "" && err != nil {
 		return nil, fmt.Errorf("matrixsim: clusterIP: %w", err)
@@ -202,6 +225,22 @@ func New(cfg Config) (*Fabric, error) {
 	for r := 0; r < min(4, cfg.Racks); r++ {
 		f.backends = append(f.backends, f.nodeName[r*cfg.NodesPerRack])
 	}
+	// 198.19.220+super.0/24 holds a super-spine's links, two addresses
+	// per aggregation switch, as a spine's /24 holds its racks'.
+	for ss := range cfg.SuperSpines {
+		var down []string
+		for g := range f.pods() * cfg.Spines {
+			down = append(down, fmt.Sprintf("198.19.%d.%d", 220+ss, 2*g+1))
+		}
+		f.superDown = append(f.superDown, down)
+	}
+	for g := range f.pods() * cfg.Spines {
+		var up []string
+		for ss := range cfg.SuperSpines {
+			up = append(up, fmt.Sprintf("198.19.%d.%d", 220+ss, 2*g+2))
+		}
+		f.aggUp = append(f.aggUp, up)
+	}
 	f.router = map[string]bool{}
 	for r := range cfg.Racks {
 		f.router[f.torAddr[r]] = true
@@ -209,8 +248,32 @@ func New(cfg Config) (*Fabric, error) {
 			f.router[f.torUp[r][s]], f.router[f.spineDown[s][r]] = true, true
 		}
 	}
+	for g, up := range f.aggUp {
+		for ss, a := range up {
+			f.router[a], f.router[f.superDown[ss][g]] = true, true
+		}
+	}
 	return f, nil
 }
+
+// pods is the number of fabric pods: 1 in two tiers.
+func (f *Fabric) pods() int {
+	if f.cfg.SuperSpines == 0 {
+		return 1
+	}
+	return (f.cfg.Racks + f.cfg.RacksPerPod - 1) / f.cfg.RacksPerPod
+}
+
+// podOf is rack r's fabric pod.
+func (f *Fabric) podOf(r int) int {
+	if f.cfg.SuperSpines == 0 {
+		return 0
+	}
+	return r / f.cfg.RacksPerPod
+}
+
+// agg numbers spine s of rack r's fabric pod among all of them.
+func (f *Fabric) agg(r, s int) int { return f.podOf(r)*f.cfg.Spines + s }
 
 // linkAddr numbers the spine s side (end 1) or the rack r side (end 2)
 // of their link, in a fabric of racks racks.
@@ -260,7 +323,13 @@ func (f *Fabric) Hops() map[string]string {
 		h[f.torAddr[r]] = TorName(r)
 		for s := range f.cfg.Spines {
 			h[f.torUp[r][s]] = TorName(r)
-			h[f.spineDown[s][r]] = SpineName(s)
+			h[f.spineDown[s][r]] = f.upperName(f.podOf(r), s)
+		}
+	}
+	for g, up := range f.aggUp {
+		for ss, a := range up {
+			h[a] = f.upperName(g/f.cfg.Spines, g%f.cfg.Spines)
+			h[f.superDown[ss][g]] = SuperName(ss)
 		}
 	}
 	if f.cfg.LB {
@@ -281,6 +350,20 @@ func (f *Fabric) RackName(r int) string {
 	return TorName(r)
 }
 func SpineName(s int) string { return fmt.Sprintf("spine%d", s+1) }
+
+// AggName names aggregation switch s of fabric pod p (three tiers);
+// SuperName super-spine s.
+func AggName(p, s int) string { return fmt.Sprintf("agg%d-%d", p+1, s+1) }
+func SuperName(s int) string  { return fmt.Sprintf("super%d", s+1) }
+
+// upperName names the switch above the ToRs of fabric pod p numbered s:
+// a spine, or in three tiers an aggregation switch.
+func (f *Fabric) upperName(p, s int) string {
+	if f.cfg.SuperSpines == 0 {
+		return SpineName(s)
+	}
+	return AggName(p, s)
+}
 func (f *Fabric) NodeName(rack, node int) string {
 	return f.nodeName[rack*f.cfg.NodesPerRack+node]
 }
@@ -294,7 +377,7 @@ func (f *Fabric) Truth(ft Fault) (kind, name string) {
 		switch ft.Kind {
 		case LinkLoss:
 			return "tier", "uplinks of " + f.RackName(ft.Rack)
-		case SpineLoss, Blackhole:
+		case SpineLoss, Blackhole, SuperLoss, SuperLinkLoss:
 			return "tier", "spine"
 		case ToRLoss:
 			return "device", f.RackName(ft.Rack)
@@ -302,12 +385,20 @@ func (f *Fabric) Truth(ft Fault) (kind, name string) {
 	}
 	switch ft.Kind {
 	case LinkLoss:
+		up := f.upperName(f.podOf(ft.Rack), ft.Spine)
 		if ft.Up {
-			return "link", TorName(ft.Rack) + "->" + SpineName(ft.Spine)
+			return "link", TorName(ft.Rack) + "->" + up
 		}
-		return "link", SpineName(ft.Spine) + "->" + TorName(ft.Rack)
+		return "link", up + "->" + TorName(ft.Rack)
 	case SpineLoss, Blackhole:
-		return "device", SpineName(ft.Spine)
+		return "device", f.upperName(ft.Pod, ft.Spine)
+	case SuperLoss:
+		return "device", SuperName(ft.Super)
+	case SuperLinkLoss:
+		if ft.Up {
+			return "link", AggName(ft.Pod, ft.Spine) + "->" + SuperName(ft.Super)
+		}
+		return "link", SuperName(ft.Super) + "->" + AggName(ft.Pod, ft.Spine)
 	case ToRLoss:
 		return "device", TorName(ft.Rack)
 	case LBLoss, LBEstablished:
@@ -322,8 +413,12 @@ func (f *Fabric) Truth(ft Fault) (kind, name string) {
 
 // Random picks a fault of kind k at a random place.
 func (f *Fabric) Random(k Kind, loss float64, rng *rand.Rand) Fault {
-	return Fault{Kind: k, Loss: loss, Rack: rng.IntN(f.cfg.Racks), Spine: rng.IntN(f.cfg.Spines),
+	ft := Fault{Kind: k, Loss: loss, Rack: rng.IntN(f.cfg.Racks), Spine: rng.IntN(f.cfg.Spines),
 		Node: rng.IntN(f.cfg.NodesPerRack), Up: rng.IntN(2) == 0}
+	if f.cfg.SuperSpines > 0 { // drawn after the others: two tiers draw as before
+		ft.Pod, ft.Super = rng.IntN(f.pods()), rng.IntN(f.cfg.SuperSpines)
+	}
+	return ft
 }
 
 // element numbering for loss lookups: one loss per directed link and per
@@ -469,12 +564,14 @@ func (f *Fabric) podObservations(node int, ft Fault, faulty faults, rng *rand.Ra
 // faults is the loss each element adds, by kind.
 type faults struct {
 	link      map[[2]int]float64 // (rack, spine, up) encoded; see linkKey
-	spine     map[int]float64
+	spine     map[int]float64    // by agg (in two tiers the spine)
+	super     map[int]float64
+	superLink map[[2]int]float64 // (agg, super, up) encoded as link's
 	tor       map[int]float64
 	host      map[int]float64
 	pods      map[int]float64 // by node: its pods' forwarding
 	lb        float64
-	holeSpine int
+	holeSpine int // an agg (in two tiers a spine), or -1
 }
 
 func linkKey(rack, spine int, up bool) [2]int {
@@ -485,12 +582,18 @@ func linkKey(rack, spine int, up bool) [2]int {
 }
 
 func (f *Fabric) faultIndex(ft Fault) faults {
-	x := faults{link: map[[2]int]float64{}, spine: map[int]float64{}, tor: map[int]float64{}, host: map[int]float64{}, pods: map[int]float64{}, holeSpine: -1}
+	x := faults{link: map[[2]int]float64{}, spine: map[int]float64{}, super: map[int]float64{}, superLink: map[[2]int]float64{},
+		tor: map[int]float64{}, host: map[int]float64{}, pods: map[int]float64{}, holeSpine: -1}
+	g := ft.Pod*f.cfg.Spines + ft.Spine
 	switch ft.Kind {
 	case LinkLoss:
 		x.link[linkKey(ft.Rack, ft.Spine, ft.Up)] = ft.Loss
 	case SpineLoss:
-		x.spine[ft.Spine] = ft.Loss
+		x.spine[g] = ft.Loss
+	case SuperLoss:
+		x.super[ft.Super] = ft.Loss
+	case SuperLinkLoss:
+		x.superLink[linkKey(g, ft.Super, ft.Up)] = ft.Loss
 	case ToRLoss:
 		x.tor[ft.Rack] = ft.Loss
 	case HostNIC:
@@ -500,24 +603,54 @@ func (f *Fabric) faultIndex(ft Fault) faults {
 	case LBLoss:
 		x.lb = ft.Loss
 	case Blackhole:
-		x.holeSpine = ft.Spine
+		x.holeSpine = g
 	}
 	for _, o := range ft.And {
 		y := f.faultIndex(o)
-		for _, m := range [][2]map[int]float64{{x.spine, y.spine}, {x.tor, y.tor}, {x.host, y.host}, {x.pods, y.pods}} {
+		for _, m := range [][2]map[int]float64{{x.spine, y.spine}, {x.super, y.super}, {x.tor, y.tor}, {x.host, y.host}, {x.pods, y.pods}} {
 			maps.Copy(m[0], m[1])
 		}
 		maps.Copy(x.link, y.link)
+		maps.Copy(x.superLink, y.superLink)
 	}
 	return x
 }
 
+// way is where ECMP sends a packet out of a rack: up to spine (in three
+// tiers an aggregation switch of the source's pod), and between fabric
+// pods on to super-spine super and down the target pod's aggregation
+// switch down; super is -1 and down is up otherwise.
+type way struct{ up, super, down int }
+
+// wayOf draws the way of the 5-tuple hashed to h from rack ra (-1: the
+// LB) to rack rb (-1: the LB): each switch hashes it with a seed of its
+// own. Two tiers draw the spine as before super-spines were simulated.
+func (f *Fabric) wayOf(a, b, sport, dp, seed uint64, ra, rb int) way {
+	cfg := f.cfg
+	up := int(hash(a, b, sport, dp, seed) % uint64(cfg.Spines))
+	w := way{up: up, super: -1, down: up}
+	if cfg.SuperSpines == 0 || ra >= 0 && rb >= 0 && f.podOf(ra) == f.podOf(rb) {
+		return w
+	}
+	if ra < 0 { // from the LB: a super-spine, then the target pod's agg
+		w.up = -1
+		w.super = int(hash(a, b, sport, dp, seed+1) % uint64(cfg.SuperSpines))
+		w.down = int(hash(a, b, sport, dp, 3000+uint64(w.super)) % uint64(cfg.Spines))
+		return w
+	}
+	w.super = int(hash(a, b, sport, dp, 1000+uint64(f.agg(ra, up))) % uint64(cfg.SuperSpines))
+	if rb >= 0 {
+		w.down = int(hash(a, b, sport, dp, 2000+uint64(w.super)) % uint64(cfg.Spines))
+	}
+	return w
+}
+
 // oneWay is the success probability of a packet from node a to node b
-// (lbDst for the VIP) through spine s (ignored in-rack), and whether a
+// (lbDst for the VIP) along way w (ignored in-rack), and whether a
 // black hole eats it at hop index hole (-1: none).
-func (f *Fabric) oneWay(a, b, s int, x *faults, tuple uint64) (ok float64, hole int) {
+func (f *Fabric) oneWay(a, b int, w way, x *faults, tuple uint64) (ok float64, hole int) {
 	if !f.isPod(a) && (b < 0 || !f.isPod(b)) {
-		return f.nodeWay(a, b, s, x, tuple)
+		return f.nodeWay(a, b, w, x, tuple)
 	}
 	// A pod's veth, and its node's forwarding: background, and what a
 	// dataplane fault drops.
@@ -533,12 +666,12 @@ func (f *Fabric) oneWay(a, b, s int, x *faults, tuple uint64) (ok float64, hole 
 	if na == nb {
 		return veth, -1 // a pod and its own node
 	}
-	ok, hole = f.nodeWay(na, nb, s, x, tuple)
+	ok, hole = f.nodeWay(na, nb, w, x, tuple)
 	return ok * veth, hole
 }
 
 // nodeWay is oneWay between nodes (b, or the VIP).
-func (f *Fabric) nodeWay(a, b, s int, x *faults, tuple uint64) (ok float64, hole int) {
+func (f *Fabric) nodeWay(a, b int, w way, x *faults, tuple uint64) (ok float64, hole int) {
 	cfg := f.cfg
 	bg := 1 - cfg.Background
 	ok = 1
@@ -546,24 +679,33 @@ func (f *Fabric) nodeWay(a, b, s int, x *faults, tuple uint64) (ok float64, hole
 	ok *= bg * (1 - x.host[a]) // a's NIC, a->ToR
 	ok *= 1 - x.tor[ra]
 	hole = -1
+	rb := -1
+	if b != lbDst {
+		rb = b / cfg.NodesPerRack
+		if ra == rb {
+			return ok * (bg * (1 - x.host[b])), -1 // ToR->b, b's NIC
+		}
+	}
+	g := f.agg(ra, w.up)
+	ok *= bg * (1 - x.link[linkKey(ra, w.up, true)]) * (1 - x.spine[g])
+	if g == x.holeSpine && tuple%8 == 0 {
+		hole = 1
+	}
+	if w.super >= 0 {
+		ok *= bg * (1 - x.superLink[linkKey(g, w.super, true)]) * (1 - x.super[w.super])
+	}
 	if b == lbDst {
-		ok *= bg * (1 - x.link[linkKey(ra, s, true)]) * (1 - x.spine[s])
-		ok *= bg * (1 - x.lb) // spine->LB, LB
-		if s == x.holeSpine && tuple%8 == 0 {
-			hole = 1
-		}
-		return ok, hole
+		return ok * (bg * (1 - x.lb)), hole // the upper switch->LB, LB
 	}
-	rb := b / cfg.NodesPerRack
-	if ra != rb {
-		ok *= bg * (1 - x.link[linkKey(ra, s, true)]) * (1 - x.spine[s])
-		ok *= bg * (1 - x.link[linkKey(rb, s, false)]) * (1 - x.tor[rb])
-		if s == x.holeSpine && tuple%8 == 0 {
-			hole = 1
+	if w.super >= 0 {
+		gb := f.agg(rb, w.down)
+		ok *= bg * (1 - x.superLink[linkKey(gb, w.super, false)]) * (1 - x.spine[gb])
+		if gb == x.holeSpine && tuple%8 == 0 && hole < 0 {
+			hole = 3
 		}
 	}
-	ok *= bg * (1 - x.host[b]) // ToR->b, b's NIC
-	return ok, hole
+	ok *= bg * (1 - x.link[linkKey(rb, w.down, false)]) * (1 - x.tor[rb])
+	return ok * (bg * (1 - x.host[b])), hole // ToR->b, b's NIC
 }
 
 func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Target {
@@ -604,13 +746,17 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 	}
 	for fl := range cfg.FlowsPerTarget {
 		sport := uint64(33434 + fl*7)
-		s := int(hash(uint64(src), dstID, sport, dport, uint64(ra)) % uint64(cfg.Spines))
+		rb := -1
+		if peer >= 0 {
+			rb = f.nodeOf(peer) / cfg.NodesPerRack
+		}
+		w := f.wayOf(uint64(src), dstID, sport, dport, uint64(ra), ra, rb)
 		// The API server's own node DNATs the Service to itself:
 		// nothing leaves it.
 		local := dst == svcDst && f.nodeOf(src) == peer
 		pOK, fwdOK, fwdHole := 1.0, 1.0, -1
 		if !local {
-			fwdOK, fwdHole = f.oneWay(src, peer, s, &x, hash(uint64(src), dstID, sport, dport, 999))
+			fwdOK, fwdHole = f.oneWay(src, peer, w, &x, hash(uint64(src), dstID, sport, dport, 999))
 			pOK = f.roundTrip(fwdOK, fwdHole, src, peer, sport, dstID, 0, &x)
 		}
 		var lost uint64
@@ -625,7 +771,7 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 		sent := uint64(cfg.ProbesPerFlow)
 		hops := []string{cfg.ClusterIP}
 		if !local {
-			hops = f.hops(src, peer, s, fwdHole, rng)
+			hops = f.hops(src, peer, w, fwdHole, rng)
 			if dst == svcDst && hops[len(hops)-1] != "" {
 				hops[len(hops)-1] = cfg.ClusterIP // un-NATed by the source node
 			}
@@ -669,20 +815,26 @@ func (f *Fabric) roundTrip(fwdOK float64, fwdHole, src, peer int, sport, dstID, 
 // 0: the flow's own), and whether a black hole eats it (hole >= 0).
 func (f *Fabric) reverse(src, peer int, sport, dstID, label uint64, x *faults) (ok float64, hole int) {
 	cfg := f.cfg
-	if peer != lbDst {
-		rs := int(hash(dstID, uint64(src), dport, sport^label, uint64(f.nodeOf(peer)/cfg.NodesPerRack)) % uint64(cfg.Spines))
-		return f.oneWay(peer, src, rs, x, hash(dstID, uint64(src), dport, sport, 999))
-	}
 	ra := f.nodeOf(src) / cfg.NodesPerRack
-	rs := int(hash(dstID, uint64(src), dport, sport^label, 7777) % uint64(cfg.Spines))
+	if peer != lbDst {
+		rp := f.nodeOf(peer) / cfg.NodesPerRack
+		w := f.wayOf(dstID, uint64(src), dport, sport^label, uint64(rp), rp, ra)
+		return f.oneWay(peer, src, w, x, hash(dstID, uint64(src), dport, sport, 999))
+	}
+	w := f.wayOf(dstID, uint64(src), dport, sport^label, 7777, -1, ra)
+	g := f.agg(ra, w.down)
 	bg := 1 - cfg.Background
-	ok = bg * (1 - x.lb) * bg * (1 - x.spine[rs]) * (1 - x.link[linkKey(ra, rs, false)]) *
+	lb := bg * (1 - x.lb)
+	if w.super >= 0 {
+		lb *= bg * (1 - x.super[w.super]) * (1 - x.superLink[linkKey(g, w.super, false)])
+	}
+	ok = lb * bg * (1 - x.spine[g]) * (1 - x.link[linkKey(ra, w.down, false)]) *
 		(1 - x.tor[ra]) * bg * (1 - x.host[f.nodeOf(src)])
 	if f.isPod(src) {
 		ok *= 1 - x.pods[f.nodeOf(src)]
 	}
 	hole = -1
-	if rs == x.holeSpine && hash(dstID, uint64(src), dport, sport, 999)%8 == 0 {
+	if g == x.holeSpine && hash(dstID, uint64(src), dport, sport, 999)%8 == 0 {
 		hole = 1
 	}
 	return ok, hole
@@ -690,10 +842,9 @@ func (f *Fabric) reverse(src, peer int, sport, dstID, label uint64, x *faults) (
 
 // hops is what a Paris traceroute of the flow sees: each router answers
 // from the interface facing the sender; the destination is the last hop.
-func (f *Fabric) hops(src, dst, s, hole int, rng *rand.Rand) []string {
+func (f *Fabric) hops(src, dst int, w way, hole int, rng *rand.Rand) []string {
 	cfg := f.cfg
 	na := f.nodeOf(src)
-	ra := na / cfg.NodesPerRack
 	var h []string
 	switch {
 	case f.isPod(src) && dst == na:
@@ -705,14 +856,14 @@ func (f *Fabric) hops(src, dst, s, hole int, rng *rand.Rand) []string {
 			hole = 0 // past the node, in the underlay: the rest is silent
 		}
 	case f.isPod(src):
-		h = append(f.nodePath(na, dst, s, []string{f.podGW[na]}), f.addrOf(dst))
+		h = append(f.nodePath(na, dst, w, []string{f.podGW[na]}), f.addrOf(dst))
 		if hole >= 0 {
 			hole++
 		}
 	case dst == lbDst:
-		h = []string{f.torAddr[ra], f.spineDown[s][ra], f.vip}
+		h = append(f.nodePath(na, dst, w, nil), f.vip)
 	default:
-		h = append(f.nodePath(na, dst, s, nil), f.addrOf(dst))
+		h = append(f.nodePath(na, dst, w, nil), f.addrOf(dst))
 	}
 	for i := range len(h) - 1 {
 		if cfg.SilentRouters && f.router[h[i]] || rng.Float64() < cfg.SilentHop {
@@ -729,11 +880,10 @@ func (f *Fabric) hops(src, dst, s, hole int, rng *rand.Rand) []string {
 
 // nodePath appends to h the hops from node na to endpoint dst, less
 // dst itself.
-func (f *Fabric) nodePath(na, dst, s int, h []string) []string {
+func (f *Fabric) nodePath(na, dst int, w way, h []string) []string {
 	cfg := f.cfg
 	if dst == lbDst {
-		ra := na / cfg.NodesPerRack
-		return append(h, f.torAddr[ra], f.spineDown[s][ra])
+		return f.upper(append(h, f.torAddr[na/cfg.NodesPerRack]), na/cfg.NodesPerRack, -1, w)
 	}
 	nb := f.nodeOf(dst)
 	ra, rb := na/cfg.NodesPerRack, nb/cfg.NodesPerRack
@@ -746,10 +896,28 @@ func (f *Fabric) nodePath(na, dst, s int, h []string) []string {
 	case rb == ra: // a rack-mate's pod: the ToR routes pod CIDRs
 		h = append(h, f.torAddr[ra], f.nodeAddr[nb])
 	default:
-		h = append(h, f.torAddr[ra], f.spineDown[s][ra], f.torUp[rb][s])
+		h = f.upper(append(h, f.torAddr[ra]), ra, rb, w)
 		if f.isPod(dst) {
 			h = append(h, f.nodeAddr[nb])
 		}
 	}
 	return h
+}
+
+// upper appends to h the hops above the ToRs from rack ra to rack rb
+// (-1: the LB) along w, each answering from its interface facing the
+// sender: the spine or aggregation switch, then between fabric pods the
+// super-spine and the other pod's aggregation switch, then rb's ToR.
+func (f *Fabric) upper(h []string, ra, rb int, w way) []string {
+	h = append(h, f.spineDown[w.up][ra])
+	if w.super >= 0 {
+		h = append(h, f.superDown[w.super][f.agg(ra, w.up)])
+	}
+	if rb < 0 {
+		return h
+	}
+	if w.super >= 0 {
+		h = append(h, f.aggUp[f.agg(rb, w.down)][w.super])
+	}
+	return append(h, f.torUp[rb][w.down])
 }

@@ -1,6 +1,8 @@
 package matrixsim_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/netprober/prober/matrix/matrixsim"
@@ -48,3 +50,55 @@ func TestReplyPerProbe(t *testing.T) {
 		t.Errorf("per probe lost %d, per flow %d: the spine's loss must stay about the same", plost, lost)
 	}
 }
+
+// TestThreeTiers: between fabric pods a trace climbs its ToR, an
+// aggregation switch of its pod, a super-spine and the other pod's
+// aggregation switch, then the target's ToR; within a pod it stays below
+// the super-spines. A lossy super-spine loses flows between pods only.
+func TestThreeTiers(t *testing.T) {
+	cfg := matrixsim.Config{Racks: 4, NodesPerRack: 2, Spines: 2, SuperSpines: 3, RacksPerPod: 2, LB: true, FlowsPerTarget: 8, ProbesPerFlow: 50}
+	fab, err := matrixsim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hops := fab.Hops()
+	ft := matrixsim.Fault{Kind: matrixsim.SuperLoss, Super: 1, Loss: 0.5}
+	var crossLost, podLost, cross, inPod uint64
+	for _, o := range fab.Observations(ft, 1) {
+		for _, tg := range o.Targets {
+			if tg.Class != "node" || tg.Labels["rack"] == o.Agent.Labels["rack"] {
+				continue
+			}
+			src, dst := rackOf(o.Agent.Labels["rack"]), rackOf(tg.Labels["rack"])
+			for _, f := range tg.Protocols[0].Flows {
+				var names []string
+				for _, h := range f.Path.Hops[:len(f.Path.Hops)-1] {
+					names = append(names, hops[h])
+				}
+				want := 3 // ToR, aggregation switch, ToR
+				if src/2 != dst/2 {
+					want = 5 // and a super-spine, the other pod's aggregation switch
+					cross, crossLost = cross+f.Sent, crossLost+f.Lost
+					if len(names) == want && (!strings.HasPrefix(names[1], fmt.Sprintf("agg%d-", src/2+1)) ||
+						!strings.HasPrefix(names[2], "super") || !strings.HasPrefix(names[3], fmt.Sprintf("agg%d-", dst/2+1))) {
+						t.Errorf("%s -> %s: hops %v: want ToR, agg of its pod, super-spine, agg of the other pod, ToR", o.Agent.Name, tg.Name, names)
+					}
+				} else {
+					inPod, podLost = inPod+f.Sent, podLost+f.Lost
+				}
+				if len(names) != want {
+					t.Errorf("%s -> %s: hops %v, want %d before the target", o.Agent.Name, tg.Name, names, want)
+				}
+			}
+		}
+	}
+	if cross == 0 || inPod == 0 || crossLost == 0 || podLost != 0 {
+		t.Errorf("super2 at 50%%: lost %d of %d between pods, %d of %d within; want some between, none within", crossLost, cross, podLost, inPod)
+	}
+	if _, err := matrixsim.New(matrixsim.Config{Racks: 4, NodesPerRack: 2, Spines: 2, SuperSpines: 3, FlowsPerTarget: 1, ProbesPerFlow: 1}); err == nil {
+		t.Error("three tiers without racksPerPod: no error")
+	}
+}
+
+// rackOf numbers a rack label ("rack3": 2).
+func rackOf(label string) int { return int(label[len(label)-1] - '1') }
