@@ -112,6 +112,12 @@ func tierSuspects(r *round, rt *rackTallies, th *Thresholds, rackOf func(int32) 
 			// No rack-mates to clear the ToR itself.
 			return append(out, rt.tor(r, th, q, fmt.Sprintf("the paths in and out of it lose %.2g, the others %.2g, and no rack-mates tell its ToR from its uplinks", touch[q].ratio(), tally{sent: all.sent - touch[q].sent, lost: all.lost - touch[q].lost}.ratio())))
 		}
+		if th.isSignificant(rt.in[q]) {
+			// Its rack-mates lose too, though too few hosts to rule out
+			// one (a rack of two): with the paths out of it spread over
+			// its hosts, what lies under both is its ToR.
+			return append(out, rt.tor(r, th, q, fmt.Sprintf("the paths in and out of it lose %.2g, the others %.2g, and the paths within it %.2g: its ToR", touch[q].ratio(), tally{sent: all.sent - touch[q].sent, lost: all.lost - touch[q].lost}.ratio(), rt.in[q].ratio())))
+		}
 		c := rt.tier(th, "uplinks of "+rt.names[q], touch[q], fmt.Sprintf("the paths in and out of %s lose, its in-rack paths and the other racks' paths do not: the links between its ToR and the tier above", rt.names[q]))
 		bySickFlows(th, &c, touch[q], touchF[q])
 		c.pairs = slices.DeleteFunc(pairs, func(pi int32) bool {
