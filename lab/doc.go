@@ -96,6 +96,15 @@
 //	2001:2:0:250::10       the IPv6 VIP (on the LB's lo); ::11 its SNAT source
 //	2001:2:0:251::10       the control plane (on its lo), with ControlPlane
 //
+// In three tiers (Spec.SuperSpines) there are no spines: aggregation
+// switch A of fabric pod P ("aggPA") numbers its links as a spine does
+// from 198.18.PA.0/24 (2001:2:0:3PA0::/60: ToR R's 2001:2:0:3PAR::/127),
+// and super-spine S ("superS") from 198.18.10S.0/24: aggregation switch
+// A of pod P's /31 is .2(PA-1) (2001:2:0:4SPA::/127), the LB's and the
+// control plane's as a spine's (2001:2:0:4S00::/56). A ToR routes up by
+// ECMP over its pod's aggregation switches, those over the super-spines,
+// and a super-spine routes each rack by ECMP over that rack's pod's.
+//
 // So n21 is 198.19.2.11, n21p1 is 198.19.102.17, and the address a
 // traceroute shows for spine 2 seen from rack 1 is 198.18.2.0; in IPv6
 // they are 2001:2:0:2::11, 2001:2:0:102::11 and 2001:2:0:1201::. Spines

@@ -28,7 +28,18 @@ const (
 	KindSpine = "spine"
 	KindToR   = "tor"
 	KindLB    = "lb"
+	// Three tiers (Spec.SuperSpines): aggregation switches and
+	// super-spines.
+	KindAgg   = "agg"
+	KindSuper = "super"
 )
+
+// routerKinds are every router kind.
+func routerKinds() []string { return []string{KindSpine, KindToR, KindLB, KindAgg, KindSuper} }
+
+// isSwitch reports whether routers of kind forward between hosts (all
+// but the LB): what SilentRouters silences.
+func isSwitch(kind string) bool { return kind != KindLB && slices.Contains(routerKinds(), kind) }
 
 // Host is a node or a pod: a namespace that runs an agent.
 type Host struct {
@@ -53,9 +64,10 @@ type Host struct {
 	Tunnel6 netip.Addr `json:"tunnel6,omitzero"`
 }
 
-// Router is a spine, a ToR or the LB.
+// Router is a spine, a ToR or the LB; in three tiers an aggregation
+// switch or a super-spine.
 type Router struct {
-	Name       string      `json:"name"` // "spine1", "tor2", "lb"
+	Name       string      `json:"name"` // "spine1", "tor2", "lb", "agg12", "super1"
 	Kind       string      `json:"kind"`
 	Namespace  string      `json:"namespace"`
 	Interfaces []Interface `json:"interfaces"`

@@ -19,14 +19,14 @@ type family struct {
 	name string // FamilyIPv4, FamilyIPv6
 	lab  netip.Prefix
 
-	spineLinks     func(s int) netip.Prefix                 // spine s's router links
-	torLink        func(s, r int) (spine, tor netip.Prefix) // spine s <-> ToR r
-	lbLink, cpLink func(s int) (spine, leaf netip.Prefix)   // spine s <-> LB, control plane
-	rackNodes      func(r int) netip.Prefix                 // rack r's node segment
-	rackPods       func(r int) netip.Prefix                 // rack r's pods
-	gateway        func(r int) netip.Prefix                 // the ToR's br0
-	node           func(r, n int) netip.Prefix              // a node's eth0
-	podCIDR        func(r, n int) netip.Prefix              // routed to the node
+	upperLinks     func(u upper) netip.Prefix                     // u's router links
+	downLink       func(u upper, c child) (up, down netip.Prefix) // u <-> a ToR or aggregation switch below it
+	lbLink, cpLink func(u upper) (up, leaf netip.Prefix)          // u <-> LB, control plane
+	rackNodes      func(r int) netip.Prefix                       // rack r's node segment
+	rackPods       func(r int) netip.Prefix                       // rack r's pods
+	gateway        func(r int) netip.Prefix                       // the ToR's br0
+	node           func(r, n int) netip.Prefix                    // a node's eth0
+	podCIDR        func(r, n int) netip.Prefix                    // routed to the node
 	pod            func(r, n, p int) netip.Addr
 
 	podRange       netip.Prefix // every rack's pods
@@ -42,7 +42,7 @@ type family struct {
 
 var ipv4 = &family{
 	name: FamilyIPv4, lab: LabRange,
-	spineLinks: spineLinkNet, torLink: torLink, lbLink: lbLink, cpLink: cpLink,
+	upperLinks: upperLinks, downLink: downLink, lbLink: lbLink, cpLink: cpLink,
 	rackNodes: rackNodeNet, rackPods: rackPodNet, gateway: rackGateway,
 	node: nodeAddr, podCIDR: podCIDR, pod: podAddr,
 	podRange: PodRange, lbNet: lbNet, cpNet: cpNet, vip: vipAddr, lbSrc: lbSrcAddr, cp: cpAddr,
@@ -50,7 +50,7 @@ var ipv4 = &family{
 
 var ipv6 = &family{
 	name: FamilyIPv6, lab: LabRange6,
-	spineLinks: spineLinkNet6, torLink: torLink6, lbLink: lbLink6, cpLink: cpLink6,
+	upperLinks: upperLinks6, downLink: downLink6, lbLink: lbLink6, cpLink: cpLink6,
 	rackNodes: rackNodeNet6, rackPods: rackPodNet6, gateway: rackGateway6,
 	node: nodeAddr6, podCIDR: podCIDR6, pod: podAddr6,
 	podRange: PodRange6, lbNet: lbNet6, cpNet: cpNet6, vip: vipAddr6, lbSrc: lbSrcAddr6, cp: cpAddr6,

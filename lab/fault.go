@@ -108,20 +108,20 @@ func (f *Fabric) Check(ft Fault) error {
 	}
 	switch ft.Kind {
 	case FaultDeviceLoss:
-		router("device", ft.Device, KindSpine, KindToR, KindLB)
+		router("device", ft.Device, routerKinds()...)
 		permille()
 	case FaultLinkLoss:
-		router("from", ft.From, KindSpine, KindToR, KindLB)
-		router("to", ft.To, KindSpine, KindToR, KindLB)
+		router("from", ft.From, routerKinds()...)
+		router("to", ft.To, routerKinds()...)
 		need("both")
 		if from, ok := f.Router(ft.From); ok && ft.To != "" {
 			if _, ok := f.Router(ft.To); ok && !slices.ContainsFunc(from.Interfaces, func(i Interface) bool { return i.Peer == ft.To }) {
-				bad("to: %s has no link to %s (links are spine-tor and spine-lb; for a host's link use %s)", ft.From, ft.To, FaultHostNIC)
+				bad("to: %s has no link to %s (links are spine-tor and spine-lb, in three tiers agg-tor, super-agg and super-lb; for a host's link use %s)", ft.From, ft.To, FaultHostNIC)
 			}
 		}
 		permille()
 	case FaultBlackhole:
-		router("device", ft.Device, KindSpine, KindToR, KindLB)
+		router("device", ft.Device, routerKinds()...)
 		need("mod")
 		if ft.Mod < 2 || ft.Mod > 1024 {
 			bad("mod: %d not in 2..1024", ft.Mod)

@@ -50,7 +50,7 @@ func (b *builder) filters() error {
 	}
 	if spec.SilentRouters {
 		for _, r := range b.plan.fabric.Routers {
-			if r.Kind != KindToR && r.Kind != KindSpine {
+			if !isSwitch(r.Kind) {
 				continue
 			}
 			if err := silence(r.Namespace); err != nil {

@@ -31,17 +31,49 @@ func v4(a, b, c, d int) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(a), byte(b), byte(c), byte(d)})
 }
 
-// spineLinkNet is spine s's /24 of router links: ToR r's /31 is
-// .2(r-1)/31 (spine even, ToR odd), the LB's .254/31.
-func spineLinkNet(s int) netip.Prefix { return netip.PrefixFrom(v4(198, 18, s, 0), 24) }
-func torLink(s, r int) (spine, tor netip.Prefix) {
-	return netip.PrefixFrom(v4(198, 18, s, 2*(r-1)), 31), netip.PrefixFrom(v4(198, 18, s, 2*(r-1)+1), 31)
+// upper names a router above the ToRs: spine a (tierSpine), aggregation
+// switch b of fabric pod a (tierAgg), super-spine a (tierSuper).
+type upper struct{ tier, a, b int }
+
+const (
+	tierSpine = iota
+	tierAgg
+	tierSuper
+)
+
+// child names what hangs below an upper router: ToR a (b 0), or
+// aggregation switch b of fabric pod a (below a super-spine).
+type child struct{ a, b int }
+
+// upperOctet is the third octet of u's /24 of router links: spine S's
+// 198.18.S, aggregation switch A of fabric pod P's 198.18.PA, super-spine
+// S's 198.18.10S.
+func upperOctet(u upper) int {
+	switch u.tier {
+	case tierAgg:
+		return 10*u.a + u.b
+	case tierSuper:
+		return 100 + u.a
+	}
+	return u.a
 }
-func lbLink(s int) (spine, lb netip.Prefix) {
-	return netip.PrefixFrom(v4(198, 18, s, 254), 31), netip.PrefixFrom(v4(198, 18, s, 255), 31)
+
+// upperLinks is u's /24 of router links: child c's /31 is .2i (u even, c
+// odd), i being R-1 for ToR R and PA-1 for aggregation switch A of fabric
+// pod P; the LB's is .254/31, the control plane's .252/31.
+func upperLinks(u upper) netip.Prefix { return netip.PrefixFrom(v4(198, 18, upperOctet(u), 0), 24) }
+func downLink(u upper, c child) (up, down netip.Prefix) {
+	i := c.a - 1
+	if c.b > 0 {
+		i = 10*c.a + c.b - 1
+	}
+	return octetLink(u, 2*i)
 }
-func cpLink(s int) (spine, cp netip.Prefix) {
-	return netip.PrefixFrom(v4(198, 18, s, 252), 31), netip.PrefixFrom(v4(198, 18, s, 253), 31)
+func lbLink(u upper) (up, lb netip.Prefix) { return octetLink(u, 254) }
+func cpLink(u upper) (up, cp netip.Prefix) { return octetLink(u, 252) }
+func octetLink(u upper, d int) (a, b netip.Prefix) {
+	o := upperOctet(u)
+	return netip.PrefixFrom(v4(198, 18, o, d), 31), netip.PrefixFrom(v4(198, 18, o, d+1), 31)
 }
 
 // Rack r's nodes share 198.19.r.0/24 behind the ToR's bridge (.1); node n
@@ -58,6 +90,8 @@ func podAddr(r, n, p int) netip.Addr { return v4(198, 19, 100+r, 16*n+p) }
 // lab prefix and stay far below IFNAMSIZ (15): a link's end is named
 // after the device at its other end.
 func spineName(s int) string     { return fmt.Sprintf("spine%d", s) }
+func aggName(p, a int) string    { return fmt.Sprintf("agg%d%d", p, a) }
+func superName(s int) string     { return fmt.Sprintf("super%d", s) }
 func torName(r int) string       { return fmt.Sprintf("tor%d", r) }
 func nodeName(r, n int) string   { return fmt.Sprintf("n%d%d", r, n) }
 func podName(r, n, p int) string { return fmt.Sprintf("n%d%dp%d", r, n, p) }
@@ -149,15 +183,55 @@ type planner struct {
 	nodes  [][3]int
 	spec   Spec
 	fams   []*family
-	spines []*Router
+	spines []*Router   // two tiers
+	aggs   [][]*Router // three tiers: [pod-1][agg-1]
+	supers []*Router   // three tiers
 	tors   []*Router
 	lb     *Router
 }
 
+// parent is a router above the ToRs, with its number.
+type parent struct {
+	*Router
+	u upper
+}
+
+// above are the routers ToR r links up to: every spine, or in three
+// tiers its fabric pod's aggregation switches.
+func (pl *planner) above(r int) []parent {
+	if pl.spec.SuperSpines > 0 {
+		p := pl.spec.podOf(r)
+		return parents(pl.aggs[p-1], func(a int) upper { return upper{tierAgg, p, a} })
+	}
+	return parents(pl.spines, func(s int) upper { return upper{tierSpine, s, 0} })
+}
+
+// top are the routers the LB and the control plane hang off: the spines,
+// or the super-spines.
+func (pl *planner) top() []parent {
+	if pl.spec.SuperSpines > 0 {
+		return parents(pl.supers, func(s int) upper { return upper{tierSuper, s, 0} })
+	}
+	return parents(pl.spines, func(s int) upper { return upper{tierSpine, s, 0} })
+}
+
+func parents(rs []*Router, u func(i int) upper) []parent {
+	out := make([]parent, len(rs))
+	for i, r := range rs {
+		out[i] = parent{r, u(i + 1)}
+	}
+	return out
+}
+
 func newPlan(spec Spec) *plan {
 	pl := newPlanner(spec)
-	for s := 1; s <= spec.Spines; s++ {
-		pl.spine(s)
+	for _, sp := range pl.top() {
+		pl.spine(sp)
+	}
+	for p, aggs := range pl.aggs {
+		for a := range aggs {
+			pl.agg(p+1, a+1)
+		}
 	}
 	for r := 1; r <= spec.Racks; r++ {
 		pl.rack(r)
@@ -165,7 +239,7 @@ func newPlan(spec Spec) *plan {
 	pl.lbLeaf()
 	pl.controlPlaneLeaf()
 	pl.overlay()
-	routers := slices.Concat(pl.spines, pl.tors)
+	routers := slices.Concat(pl.supers, slices.Concat(pl.aggs...), pl.spines, pl.tors)
 	if pl.lb != nil {
 		routers = append(routers, pl.lb)
 	}
@@ -182,8 +256,21 @@ func newPlanner(spec Spec) *planner {
 		pl.addNS(name, kind)
 		return &Router{Name: name, Kind: kind, Namespace: pl.nsOf(name)}
 	}
-	for s := 1; s <= spec.Spines; s++ {
-		pl.spines = append(pl.spines, router(spineName(s), KindSpine))
+	if spec.SuperSpines > 0 {
+		for s := 1; s <= spec.SuperSpines; s++ {
+			pl.supers = append(pl.supers, router(superName(s), KindSuper))
+		}
+		for p := 1; p <= spec.pods(); p++ {
+			var aggs []*Router
+			for a := 1; a <= spec.Spines; a++ {
+				aggs = append(aggs, router(aggName(p, a), KindAgg))
+			}
+			pl.aggs = append(pl.aggs, aggs)
+		}
+	} else {
+		for s := 1; s <= spec.Spines; s++ {
+			pl.spines = append(pl.spines, router(spineName(s), KindSpine))
+		}
 	}
 	for r := 1; r <= spec.Racks; r++ {
 		pl.tors = append(pl.tors, router(torName(r), KindToR))
@@ -219,27 +306,79 @@ func (pl *planner) addr(ns, dev string, addrs func(fam *family) netip.Prefix) {
 	}
 }
 
-// spine links spine s to every ToR, the LB and the control plane, and
-// routes each one's prefixes down its link.
-func (pl *planner) spine(s int) {
-	sp := pl.spines[s-1]
-	for r := 1; r <= pl.spec.Racks; r++ {
-		pl.routerLink(sp, pl.tors[r-1],
-			func(fam *family) (netip.Prefix, netip.Prefix) { return fam.torLink(s, r) },
-			func(fam *family) []netip.Prefix { return pl.rackNets(fam, r) })
+// spine links a top router (a spine, or a super-spine) to what hangs
+// below it: every ToR, or every aggregation switch, then the LB and the
+// control plane, and routes each one's prefixes down its link; a
+// super-spine routes each rack by ECMP over its fabric pod's
+// aggregation switches.
+func (pl *planner) spine(sp parent) {
+	if sp.u.tier == tierSuper {
+		for p, aggs := range pl.aggs {
+			for a, agg := range aggs {
+				pl.routerLink(sp.Router, agg,
+					func(fam *family) (netip.Prefix, netip.Prefix) { return fam.downLink(sp.u, child{p + 1, a + 1}) },
+					func(*family) []netip.Prefix { return nil })
+			}
+		}
+		for _, fam := range pl.fams {
+			for r := 1; r <= pl.spec.Racks; r++ {
+				p := pl.spec.podOf(r)
+				var via []nexthop
+				for a, agg := range pl.aggs[p-1] {
+					_, down := fam.downLink(sp.u, child{p, a + 1})
+					via = append(via, nexthop{agg.Name, down.Addr()})
+				}
+				for _, dst := range pl.rackNets(fam, r) {
+					pl.route(sp.Name, dst, via...)
+				}
+			}
+		}
+	} else {
+		for r := 1; r <= pl.spec.Racks; r++ {
+			pl.routerLink(sp.Router, pl.tors[r-1],
+				func(fam *family) (netip.Prefix, netip.Prefix) { return fam.downLink(sp.u, child{r, 0}) },
+				func(fam *family) []netip.Prefix { return pl.rackNets(fam, r) })
+		}
 	}
 	if pl.lb != nil {
-		pl.routerLink(sp, pl.lb,
-			func(fam *family) (netip.Prefix, netip.Prefix) { return fam.lbLink(s) },
+		pl.routerLink(sp.Router, pl.lb,
+			func(fam *family) (netip.Prefix, netip.Prefix) { return fam.lbLink(sp.u) },
 			func(fam *family) []netip.Prefix { return []netip.Prefix{fam.lbNet} })
 	}
 	if cp := pl.fabric.ControlPlane; cp != nil {
 		// The control plane is a host: the inventory lists no interfaces
 		// of its own.
-		pl.routerLink(sp, &Router{Name: cp.Name, Namespace: cp.Namespace},
-			func(fam *family) (netip.Prefix, netip.Prefix) { return fam.cpLink(s) },
+		pl.routerLink(sp.Router, &Router{Name: cp.Name, Namespace: cp.Namespace},
+			func(fam *family) (netip.Prefix, netip.Prefix) { return fam.cpLink(sp.u) },
 			func(fam *family) []netip.Prefix { return []netip.Prefix{fam.cpNet} })
 	}
+}
+
+// agg links aggregation switch a of fabric pod p (three tiers) to its
+// pod's ToRs, routing their racks down, and routes the rest up by ECMP
+// over the super-spines.
+func (pl *planner) agg(p, a int) {
+	u := upper{tierAgg, p, a}
+	agg := pl.aggs[p-1][a-1]
+	var others []int
+	for r := 1; r <= pl.spec.Racks; r++ {
+		if pl.spec.podOf(r) != p {
+			others = append(others, r)
+			continue
+		}
+		pl.routerLink(agg, pl.tors[r-1],
+			func(fam *family) (netip.Prefix, netip.Prefix) { return fam.downLink(u, child{r, 0}) },
+			func(fam *family) []netip.Prefix { return pl.rackNets(fam, r) })
+	}
+	pl.uplinks(agg.Name, pl.top(),
+		func(fam *family, sp parent) netip.Addr { up, _ := fam.downLink(sp.u, child{p, a}); return up.Addr() },
+		func(fam *family) []netip.Prefix {
+			var nets []netip.Prefix
+			for _, r := range others {
+				nets = append(nets, pl.rackNets(fam, r)...)
+			}
+			return append(nets, pl.leafNets(fam, "")...)
+		})
 }
 
 // routerLink links spine sp to leaf (a ToR, the LB, the control plane),
@@ -264,15 +403,16 @@ func (pl *planner) routerLink(sp, leaf *Router, ends func(*family) (netip.Prefix
 	}
 }
 
-// uplinks routes a spine-attached device (a ToR, the LB, the control
-// plane) up: each spine's link net via that spine, and dsts(fam) by ECMP
-// over all spines. gw(fam, s) is spine s's end of the device's link.
-func (pl *planner) uplinks(device string, gw func(fam *family, s int) netip.Addr, dsts func(fam *family) []netip.Prefix) {
+// uplinks routes a device below routers ups (a ToR, an aggregation
+// switch, the LB, the control plane) up: each one's link net via that
+// one, and dsts(fam) by ECMP over all. gw(fam, sp) is sp's end of the
+// device's link.
+func (pl *planner) uplinks(device string, ups []parent, gw func(fam *family, sp parent) netip.Addr, dsts func(fam *family) []netip.Prefix) {
 	for _, fam := range pl.fams {
-		up := make([]nexthop, pl.spec.Spines)
-		for s := 1; s <= pl.spec.Spines; s++ {
-			up[s-1] = nexthop{spineName(s), gw(fam, s)}
-			pl.route(device, fam.spineLinks(s), up[s-1])
+		up := make([]nexthop, len(ups))
+		for i, sp := range ups {
+			up[i] = nexthop{sp.Name, gw(fam, sp)}
+			pl.route(device, fam.upperLinks(sp.u), up[i])
 		}
 		for _, dst := range dsts(fam) {
 			pl.route(device, dst, up...)
@@ -316,8 +456,8 @@ func (pl *planner) rackNets(fam *family, r int) []netip.Prefix {
 // rack plans ToR r's routes up, its bridge, and the rack's nodes.
 func (pl *planner) rack(r int) {
 	tor := pl.tors[r-1]
-	pl.uplinks(tor.Name,
-		func(fam *family, s int) netip.Addr { sa, _ := fam.torLink(s, r); return sa.Addr() },
+	pl.uplinks(tor.Name, pl.above(r),
+		func(fam *family, sp parent) netip.Addr { up, _ := fam.downLink(sp.u, child{r, 0}); return up.Addr() },
 		func(fam *family) []netip.Prefix { return append(pl.racksBut(fam, r), pl.leafNets(fam, "")...) })
 	pl.bridges = append(pl.bridges, bridgePlan{ns: tor.Namespace, dev: bridgeName})
 	pl.addr(tor.Namespace, bridgeName, func(fam *family) netip.Prefix { return fam.gateway(r) })
@@ -409,8 +549,8 @@ func (pl *planner) lbLeaf() {
 		f.Backends, f.Backends6 = nil, nil
 		return
 	}
-	pl.uplinks(lb.Name,
-		func(fam *family, s int) netip.Addr { sa, _ := fam.lbLink(s); return sa.Addr() },
+	pl.uplinks(lb.Name, pl.top(),
+		func(fam *family, sp parent) netip.Addr { up, _ := fam.lbLink(sp.u); return up.Addr() },
 		func(fam *family) []netip.Prefix { return append(pl.racksBut(fam, 0), pl.leafNets(fam, KindLB)...) })
 	vip, src := Interface{Name: "lo"}, Interface{Name: "lo"}
 	for _, fam := range pl.fams {
@@ -434,8 +574,8 @@ func (pl *planner) controlPlaneLeaf() {
 	if cp == nil {
 		return
 	}
-	pl.uplinks(cp.Name,
-		func(fam *family, s int) netip.Addr { sa, _ := fam.cpLink(s); return sa.Addr() },
+	pl.uplinks(cp.Name, pl.top(),
+		func(fam *family, sp parent) netip.Addr { up, _ := fam.cpLink(sp.u); return up.Addr() },
 		func(fam *family) []netip.Prefix {
 			return append(pl.racksBut(fam, 0), pl.leafNets(fam, ControlPlaneName)...)
 		})

@@ -44,13 +44,32 @@ func digits(ds ...int) uint16 {
 // Spine s's links are 2001:2:0:1S00::/56, one /127 each (RFC 6164):
 // ToR r's 2001:2:0:1S0R::/127, the LB's 2001:2:0:1Sfe::/127 and the
 // control plane's 2001:2:0:1Sfc::/127 (.254 and .252 in IPv4); the spine
-// has ::0, the other end ::1.
-func spineLinkNet6(s int) netip.Prefix { return netip.PrefixFrom(v6(digits(1, s, 0, 0), 0), 56) }
-func torLink6(s, r int) (spine, tor netip.Prefix) {
-	return link127(digits(1, s, 0, r))
+// has ::0, the other end ::1. In three tiers, aggregation switch A of
+// fabric pod P has 2001:2:0:3PA0::/60 (ToR r's 2001:2:0:3PAR::/127) and
+// super-spine S 2001:2:0:4S00::/56 (aggregation switch A of pod P's
+// 2001:2:0:4SPA::/127, the LB's and the control plane's as a spine's).
+func upperLinks6(u upper) netip.Prefix {
+	base, bits := upperBase6(u)
+	return netip.PrefixFrom(v6(base, 0), bits)
 }
-func lbLink6(s int) (spine, lb netip.Prefix) { return link127(digits(1, s)<<8 | 0xfe) }
-func cpLink6(s int) (spine, cp netip.Prefix) { return link127(digits(1, s)<<8 | 0xfc) }
+func upperBase6(u upper) (subnet uint16, bits int) {
+	switch u.tier {
+	case tierAgg:
+		return digits(3, u.a, u.b, 0), 60
+	case tierSuper:
+		return digits(4, u.a, 0, 0), 56
+	}
+	return digits(1, u.a, 0, 0), 56
+}
+func downLink6(u upper, c child) (up, down netip.Prefix) {
+	base, _ := upperBase6(u)
+	if c.b > 0 {
+		return link127(base | digits(c.a, c.b))
+	}
+	return link127(base | digits(c.a))
+}
+func lbLink6(u upper) (up, lb netip.Prefix) { base, _ := upperBase6(u); return link127(base | 0xfe) }
+func cpLink6(u upper) (up, cp netip.Prefix) { base, _ := upperBase6(u); return link127(base | 0xfc) }
 func link127(subnet uint16) (a, b netip.Prefix) {
 	return netip.PrefixFrom(v6(subnet, 0), 127), netip.PrefixFrom(v6(subnet, 1), 127)
 }

@@ -261,7 +261,8 @@ func TestPlanIPv6(t *testing.T) {
 			t.Errorf("route in %s to %v outside the lab ranges", r.ns, r.dst)
 		}
 	}
-	for _, n := range []netip.Prefix{rackNodeNet6(9), lbNet6, cpNet6, spineLinkNet6(1), spineLinkNet6(8)} {
+	for _, n := range []netip.Prefix{rackNodeNet6(9), lbNet6, cpNet6, upperLinks6(upper{tierSpine, 1, 0}), upperLinks6(upper{tierSpine, 8, 0}),
+		upperLinks6(upper{tierAgg, 9, 8}), upperLinks6(upper{tierSuper, 8, 0})} {
 		if n.Overlaps(PodRange6) {
 			t.Errorf("%v overlaps the pod range %v", n, PodRange6)
 		}
@@ -348,5 +349,93 @@ func TestPlanIPv6Additive(t *testing.T) {
 	}
 	if len(dual.ns) != len(v4.ns) || len(dual.links) != len(v4.links) {
 		t.Errorf("IPv6 changed the devices: %d namespaces, %d links; want %d, %d", len(dual.ns), len(dual.links), len(v4.ns), len(v4.links))
+	}
+}
+
+// TestPlanThreeTiers: the largest three-tier fabric numbers every
+// interface once in each family, every aggregation switch links to its
+// pod's ToRs and to every super-spine, each super-spine routes every
+// rack by ECMP over that rack's aggregation switches, no namespace holds
+// two routes to one prefix, and Hops names every router address.
+func TestPlanThreeTiers(t *testing.T) {
+	t.Parallel()
+	spec := Spec{Prefix: "abcdefghijkl", Spines: 8, SuperSpines: 8, RacksPerPod: 1, Racks: 9, NodesPerRack: 2, PodsPerNode: 1, LB: true, ControlPlane: true, IPv6: true}
+	spec.SetDefaults()
+	if err := spec.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p := newPlan(spec)
+	seen := map[netip.Addr]string{}
+	for _, l := range p.links {
+		for _, e := range []linkEnd{l.a, l.b} {
+			for _, a := range e.addrs {
+				// A node holds its address on eth0 and on each pod veth.
+				if other, dup := seen[a.Addr()]; dup && other != e.ns {
+					t.Errorf("%v assigned in %s and %s/%s", a.Addr(), other, e.ns, e.dev)
+				}
+				seen[a.Addr()] = e.ns
+				if !LabRange.Contains(a.Addr()) && !LabRange6.Contains(a.Addr()) {
+					t.Errorf("%s/%s: %v outside the lab ranges", e.ns, e.dev, a)
+				}
+			}
+		}
+	}
+	peers := map[string][]string{}
+	for _, r := range p.fabric.Routers {
+		for _, ifc := range r.Interfaces {
+			if ifc.Peer != "" {
+				peers[r.Name] = append(peers[r.Name], ifc.Peer)
+			}
+		}
+	}
+	for pod := 1; pod <= 9; pod++ {
+		for a := 1; a <= 8; a++ {
+			agg := aggName(pod, a)
+			want := []string{torName(pod), "super1", "super2", "super3", "super4", "super5", "super6", "super7", "super8"}
+			if got := peers[agg]; !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+				t.Errorf("%s links to %v, want %v", agg, got, want)
+			}
+		}
+	}
+	type key struct {
+		ns  string
+		dst netip.Prefix
+	}
+	routes, ecmp := map[key]int{}, 0
+	for _, r := range p.routes {
+		k := key{r.ns, r.dst}
+		if routes[k]++; routes[k] == 2 {
+			t.Errorf("two routes in %s to %v", r.ns, r.dst)
+		}
+		if r.ns == p.fabric.Routers[0].Namespace && (r.dst == rackNodeNet(3) || r.dst == rackNodeNet6(3)) {
+			ecmp++
+			if len(r.via) != 8 {
+				t.Errorf("super1 routes rack 3 via %d next hops, want its pod's 8 aggregation switches", len(r.via))
+			}
+		}
+	}
+	if ecmp != 2 {
+		t.Errorf("super1 has %d routes to rack 3's nodes, want one a family", ecmp)
+	}
+	if p.fabric.Routers[0].Name != "super1" || p.fabric.Routers[0].Kind != KindSuper {
+		t.Fatalf("first router %s (%s), want super1", p.fabric.Routers[0].Name, p.fabric.Routers[0].Kind)
+	}
+	hops := p.fabric.Hops()
+	for _, r := range p.fabric.Routers {
+		for _, ifc := range r.Interfaces {
+			if hops[ifc.Addr.Addr().String()] != r.Name || hops[ifc.Addr6.Addr().String()] != r.Name {
+				t.Errorf("Hops names %s's %v/%v %q/%q", r.Name, ifc.Addr, ifc.Addr6, hops[ifc.Addr.Addr().String()], hops[ifc.Addr6.Addr().String()])
+			}
+		}
+	}
+	for _, bad := range []Spec{
+		{Spines: 2, Racks: 4, RacksPerPod: 2},
+		{Spines: 2, Racks: 4, SuperSpines: 9},
+		{Spines: 2, Racks: 4, SuperSpines: 2, RacksPerPod: 5},
+	} {
+		bad.SetDefaults()
+		if bad.Validate() == nil {
+			t.Errorf("%+v: valid, want an error", bad)
+		}
 	}
 }

@@ -17,7 +17,7 @@ type Spec struct {
 	// letters and digits, at most 12 characters, no "-", so that one
 	// lab's prefix is never a prefix of another lab's namespace names.
 	Prefix       string `json:"prefix"`
-	Spines       int    `json:"spines"`         // 1..8
+	Spines       int    `json:"spines"`         // 1..8; in three tiers, aggregation switches per fabric pod
 	Racks        int    `json:"racks"`          // 1..9, one ToR each
 	NodesPerRack int    `json:"nodes_per_rack"` // 1..9
 	PodsPerNode  int    `json:"pods_per_node"`  // 1..9, or -1 for none; SetDefaults turns 0 into 1
@@ -59,6 +59,14 @@ type Spec struct {
 	// as a cloud VPC's routers: a trace shows its target and nothing
 	// between. (Without it they answer under Linux's default rate limit.)
 	SilentRouters bool `json:"silent_routers,omitempty"`
+	// SuperSpines, when set (1..8), builds a three-tier Clos: the racks
+	// in fabric pods of RacksPerPod (default 2), each pod with Spines
+	// aggregation switches ("agg12": pod 1's second) that its ToRs link
+	// up to, every aggregation switch linked to every super-spine
+	// ("super1"), the LB and the control plane hanging off the
+	// super-spines. Each tier routes by ECMP.
+	SuperSpines int `json:"super_spines,omitempty"`
+	RacksPerPod int `json:"racks_per_pod,omitempty"`
 }
 
 // Default sizes, also the CLI's flag defaults.
@@ -101,6 +109,9 @@ func (s *Spec) SetDefaults() {
 	if s.Zones == 0 {
 		s.Zones = min(s.Racks, 3)
 	}
+	if s.SuperSpines > 0 && s.RacksPerPod == 0 {
+		s.RacksPerPod = min(2, s.Racks)
+	}
 	if s.ControlPlane && s.LB && len(s.LBPorts) == 0 {
 		s.LBPorts = []uint16{APIServerPort}
 	}
@@ -126,6 +137,12 @@ func (s Spec) Validate() error {
 		check("pods_per_node", s.PodsPerNode, 1, 9)
 	}
 	check("zones", s.Zones, 1, max(s.Racks, 1))
+	if s.SuperSpines != 0 {
+		check("super_spines", s.SuperSpines, 1, 8)
+		check("racks_per_pod", s.RacksPerPod, 1, max(s.Racks, 1))
+	} else if s.RacksPerPod != 0 {
+		errs = append(errs, errors.New("racks_per_pod: set without super_spines (two tiers have no fabric pods)"))
+	}
 	for i, p := range s.LBPorts {
 		if p == 0 {
 			errs = append(errs, fmt.Errorf("lb_ports[%d]: port 0", i))
@@ -159,6 +176,24 @@ func ParsePorts(s string) ([]uint16, error) {
 	slices.Sort(ports)
 	return slices.Compact(ports), nil
 }
+
+// Shape says the fabric's size: "3 spines, 3 racks x 3 nodes", or in
+// three tiers "2 super-spines over 2 fabric pods of 2 racks with 2
+// aggregation switches each, 4 racks x 1 nodes".
+func (s Spec) Shape() string {
+	upper := fmt.Sprintf("%d spines", s.Spines)
+	if s.SuperSpines > 0 {
+		upper = fmt.Sprintf("%d super-spines over %d fabric pods of %d racks with %d aggregation switches each", s.SuperSpines, s.pods(), s.RacksPerPod, s.Spines)
+	}
+	return fmt.Sprintf("%s, %d racks x %d nodes", upper, s.Racks, s.NodesPerRack)
+}
+
+// pods is the number of fabric pods in three tiers.
+func (s Spec) pods() int { return (s.Racks + s.RacksPerPod - 1) / s.RacksPerPod }
+
+// podOf returns the fabric pod (1-based) of rack r (1-based) in three
+// tiers: consecutive racks share one.
+func (s Spec) podOf(r int) int { return (r-1)/s.RacksPerPod + 1 }
 
 // zoneOf returns the zone (1-based) of rack r (1-based): consecutive racks
 // share a zone, as racks in one room or building do.

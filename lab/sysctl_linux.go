@@ -16,7 +16,7 @@ func sysctlsFor(kind string, i int, spec Spec) []sysctl {
 	}
 	s = append(s, ipv6Conf(ipv6)...)
 	switch kind {
-	case KindSpine, KindToR, KindLB:
+	case KindSpine, KindToR, KindLB, KindAgg, KindSuper:
 		s = append(s, forwarding(ipv6)...)
 		s = append(s, ecmp(i, ipv6)...)
 	case ClassNode:

@@ -115,8 +115,7 @@ func StartCluster(ctx context.Context, spec ClusterSpec) (c *Cluster, err error)
 		what string
 		do   func(context.Context) error
 	}{
-		{fmt.Sprintf("building the fabric: %d spines, %d racks x %d nodes, the LB, the control plane (namespaces %s-*)",
-			s.Spines, s.Racks, s.NodesPerRack, s.Prefix), c.upFabric},
+		{fmt.Sprintf("building the fabric: %s, the LB, the control plane (namespaces %s-*)", s.Shape(), s.Prefix), c.upFabric},
 		{"writing certificates, tokens and the images " + spec.Image + " and " + PauseImage, c.prepare},
 		{"starting the control plane: etcd, kube-apiserver behind the VIP, kube-controller-manager, kube-scheduler", c.startControlPlane},
 		{"starting every node: containerd, kubelet, kube-proxy in its own mount namespace", c.startNodes},

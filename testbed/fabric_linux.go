@@ -38,8 +38,8 @@ func StartFabric(ctx context.Context, s FabricSpec) (r *Fabric, err error) {
 	}()
 	step := func(format string, args ...any) { fmt.Fprintf(s.Out, "==> "+format+"\n", args...) }
 	ls := s.Lab
-	step("building the fabric: %d spines, %d racks x %d nodes, %d pod(s) per node, LB %v, probes over %s (namespaces %s-*)",
-		ls.Spines, ls.Racks, ls.NodesPerRack, max(ls.PodsPerNode, 0), ls.LB, strings.Join(s.families(), "+"), ls.Prefix)
+	step("building the fabric: %s, %d pod(s) per node, LB %v, probes over %s (namespaces %s-*)",
+		ls.Shape(), max(ls.PodsPerNode, 0), ls.LB, strings.Join(s.families(), "+"), ls.Prefix)
 	if err := lab.Down(ls.Prefix); err != nil {
 		return r, fmt.Errorf("removing an earlier lab: %w", err)
 	}

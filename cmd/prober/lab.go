@@ -82,9 +82,9 @@ func noArgs(fs *flag.FlagSet, name string, stderr io.Writer) bool {
 }
 
 func runLabUp(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) int {
-	fs := newFlagSet("lab up", "[--spines N] [--racks N] [--nodes N] [--pods N] [--zones N] [--lb=false] [--lb-ports P,P] [--ipv6] [--overlay] [--drop-echo] [--silent-routers] [--prefix P]", stderr)
+	fs := newFlagSet("lab up", "[--spines N] [--racks N] [--nodes N] [--pods N] [--zones N] [--lb=false] [--lb-ports P,P] [--ipv6] [--overlay] [--drop-echo] [--silent-routers] [--super-spines N [--racks-per-pod N]] [--prefix P]", stderr)
 	prefix := prefixFlag(fs)
-	spines := fs.Int("spines", lab.DefaultSpines, "spine routers (1..8)")
+	spines := fs.Int("spines", lab.DefaultSpines, "spine routers (1..8); with --super-spines, aggregation switches per fabric pod")
 	racks := fs.Int("racks", lab.DefaultRacks, "racks, one ToR each (1..9)")
 	nodes := fs.Int("nodes", lab.DefaultNodesPerRack, "nodes per rack (1..9)")
 	pods := fs.Int("pods", lab.DefaultPodsPerNode, "pods per node (0..9)")
@@ -95,6 +95,8 @@ func runLabUp(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	overlay := fs.Bool("overlay", false, "pods on a VXLAN overlay (flannel's vxlan backend: flannel.1, UDP 8472, MTU 1450); the routers know no pod address")
 	dropEcho := fs.Bool("drop-echo", false, "nodes drop ICMP echo requests, as a host firewall or security group does")
 	silent := fs.Bool("silent-routers", false, "ToRs and spines send no ICMP time exceeded, as cloud VPC routers")
+	supers := fs.Int("super-spines", 0, "three tiers: super-spines (1..8) over fabric pods of aggregation switches (default: two tiers)")
+	perPod := fs.Int("racks-per-pod", 0, "three tiers: racks per fabric pod (default 2)")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
@@ -108,7 +110,7 @@ func runLabUp(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	}
 	spec := lab.Spec{Prefix: *prefix, Spines: *spines, Racks: *racks, NodesPerRack: *nodes,
 		PodsPerNode: *pods, Zones: *zones, LB: *withLB, LBPorts: ports, IPv6: *ipv6,
-		Overlay: *overlay, DropEcho: *dropEcho, SilentRouters: *silent}
+		Overlay: *overlay, DropEcho: *dropEcho, SilentRouters: *silent, SuperSpines: *supers, RacksPerPod: *perPod}
 	if *pods == 0 {
 		spec.PodsPerNode = -1 // Spec's zero means "default"; the flag's 0 means none
 	}
@@ -242,8 +244,7 @@ func runLabClear(ctx context.Context, args []string, stdout, stderr io.Writer, l
 // matrix's hops: configuration.
 func printInventory(w io.Writer, f *lab.Fabric) {
 	s := f.Spec
-	fmt.Fprintf(w, "lab %s: %d spines, %d racks x %d nodes, %d pods per node, %d zones",
-		s.Prefix, s.Spines, s.Racks, s.NodesPerRack, max(s.PodsPerNode, 0), s.Zones)
+	fmt.Fprintf(w, "lab %s: %s, %d pods per node, %d zones", s.Prefix, s.Shape(), max(s.PodsPerNode, 0), s.Zones)
 	if f.VIP.IsValid() {
 		fmt.Fprintf(w, ", LB VIP %s (SNAT %s)", f.VIP, f.LBSource)
 	}
