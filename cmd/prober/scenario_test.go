@@ -61,8 +61,9 @@ func (sc scenario) innocent(d matrix.Diagnosis) *matrix.Suspect {
 // an IPv6 single-stack cluster, on a network whose routers never answer
 // a trace and whose nodes drop echo (issue 28): the lab numbers both
 // families, the agents probe over IPv6 only, and every suspect is named
-// without a family. Each network kind runs where it adds coverage, not in
-// every product of them: make test's time is bounded.
+// without a family. And on a three-tier Clos. Each network kind runs
+// where it adds coverage, not in every product of them: make test's time
+// is bounded.
 func TestScenarios(t *testing.T) {
 	labtest.NeedNetAdmin(t)
 	t.Run("ipv4 overlay", func(t *testing.T) {
@@ -75,7 +76,7 @@ func TestScenarios(t *testing.T) {
 		// spine listed beside the 1% one for a round in one of three
 		// (matrixsim's lab shape reads 0.78 precision there:
 		// docs/performance.md).
-		runSuite(t, suite{overlay: true, timeout: 14 * time.Minute, healthy: 2 * time.Minute,
+		runSuite(t, suite{overlay: true, timeout: 13 * time.Minute, healthy: time.Minute,
 			scenarios: func(ctx context.Context, r *testbed.Fabric) []scenario {
 				routed := slices.DeleteFunc(scenarios(), func(sc scenario) bool { return sc.name == "lossy spine 1%" })
 				return append(routed, pick(t, seedScenarios(ctx, r, []string{api.FamilyIPv4}),
@@ -88,6 +89,22 @@ func TestScenarios(t *testing.T) {
 		runSuite(t, suite{ipv6: true, timeout: 17 * time.Minute, healthy: 2 * time.Minute,
 			scenarios: func(ctx context.Context, r *testbed.Fabric) []scenario {
 				return slices.Concat(scenarios(), familyScenarios(), seedScenarios(ctx, r, api.Families))
+			}})
+	})
+	t.Run("three tiers", func(t *testing.T) {
+		// A three-tier Clos (2 super-spines over 2 fabric pods of 2
+		// racks x 2 nodes, 2 aggregation switches a pod), IPv4, pods
+		// routed: each tier and each kind of link between them named
+		// alone, after a one-minute healthy phase.
+		runSuite(t, suite{families: []string{api.FamilyIPv4}, timeout: 8 * time.Minute, healthy: time.Minute,
+			shape: func(s *lab.Spec) { s.SuperSpines, s.RacksPerPod, s.Spines, s.Racks, s.NodesPerRack = 2, 2, 2, 4, 2 },
+			scenarios: func(context.Context, *testbed.Fabric) []scenario {
+				return []scenario{
+					{name: "lossy super-spine 5%", faults: []lab.Fault{{Kind: lab.FaultDeviceLoss, Device: "super2", Permille: 50}}, kind: matrix.KindDevice, suspect: "super2"},
+					{name: "lossy aggregation switch 5%", faults: []lab.Fault{{Kind: lab.FaultDeviceLoss, Device: "agg21", Permille: 50}}, kind: matrix.KindDevice, suspect: "agg21"},
+					{name: "lossy ToR-aggregation link", faults: []lab.Fault{{Kind: lab.FaultLinkLoss, From: "agg12", To: "tor2", Permille: 50}}, kind: matrix.KindLink, suspect: "agg12->tor2"},
+					{name: "lossy aggregation-super-spine link", faults: []lab.Fault{{Kind: lab.FaultLinkLoss, From: "super1", To: "agg21", Permille: 50}}, kind: matrix.KindLink, suspect: "super1->agg21"},
+				}
 			}})
 	})
 	t.Run("ipv6 silent", func(t *testing.T) {
@@ -116,6 +133,8 @@ type suite struct {
 	// overlay, dropEcho and silentRouters are the lab's network kinds
 	// (lab.Spec.Overlay, DropEcho, SilentRouters).
 	overlay, dropEcho, silentRouters bool
+	// shape, when set, changes the default fabric's shape.
+	shape func(*lab.Spec)
 	// timeout bounds the whole run; healthy is the first phase's length.
 	timeout, healthy time.Duration
 	// scenarios are the faults, run after the healthy phase and the
@@ -128,6 +147,9 @@ func runSuite(t *testing.T, su suite) {
 	spec.Prefix = labtest.Prefix(t)
 	spec.IPv6 = su.ipv6
 	spec.Overlay, spec.DropEcho, spec.SilentRouters = su.overlay, su.dropEcho, su.silentRouters
+	if su.shape != nil {
+		su.shape(&spec)
+	}
 	// Hosts that label each reply afresh, as real pods do (lab.Spec):
 	// docs/localization.md has what the dual-stack suite shows with them.
 	spec.FreshLabels = os.Getenv("PROBER_LAB_FRESH_LABELS") != ""
@@ -266,7 +288,7 @@ func runScenario(ctx context.Context, r *testbed.Fabric, sc scenario) (detect, l
 		last = check(d, s)
 		if last == nil {
 			if s := sc.innocent(d); s != nil {
-				last = fmt.Errorf("%s %q (family %q) listed at %.2f beside the fault", s.Kind, s.Name, s.Family, s.Score)
+				last = fmt.Errorf("%s %q (family %q) listed at %.2f beside the fault; the list: %s", s.Kind, s.Name, s.Family, s.Score, listOf(d))
 			}
 		}
 		return last == nil
@@ -287,13 +309,23 @@ func runScenario(ctx context.Context, r *testbed.Fabric, sc scenario) (detect, l
 			if s := sc.innocent(d); s != nil {
 				hold.innocent++
 				if listed == nil {
-					listed = fmt.Errorf("%s %q (family %q) listed at %.2f beside the fault (%v after it was named)", s.Kind, s.Name, s.Family, s.Score, time.Since(start)-localize)
+					listed = fmt.Errorf("%s %q (family %q) listed at %.2f beside the fault (%v after it was named); the list: %s", s.Kind, s.Name, s.Family, s.Score, time.Since(start)-localize, listOf(d))
 				}
 			}
 		}
 		return time.Now().After(until)
 	})
 	return detected, localize, hold, errors.Join(err, listed)
+}
+
+// listOf says d's whole list, for a failure's message: each suspect's
+// kind, name, score and the stage and detail that named it.
+func listOf(d matrix.Diagnosis) string {
+	var b strings.Builder
+	for i, s := range d.Listed() {
+		fmt.Fprintf(&b, "\n  %d. %s %q %.2f (%s): %s", i+1, s.Kind, s.Name, s.Score, s.Evidence.Stage, s.Evidence.Detail)
+	}
+	return b.String()
 }
 
 // topSuspect is the check of a scenario without one: the diagnosis puts
