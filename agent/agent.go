@@ -20,6 +20,7 @@ import (
 
 	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/config"
+	"github.com/netprober/prober/httpguard"
 	"github.com/netprober/prober/probe"
 )
 
@@ -85,7 +86,7 @@ type Agent struct {
 	sem     chan struct{} // bounds probes in flight
 	sched   *scheduler
 	ln      net.Listener
-	conns   *connGuard // a.ln, the listener as the server sees it
+	conns   *httpguard.Guard // a.ln, the listener as the server sees it
 	srv     *http.Server
 	// gen changes with the targets or labels: shared responses (shared.go)
 	// made before are not served again.
@@ -193,10 +194,10 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 	if a.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
-	lim := defaultServerLimits
-	lim.quietNew = max(lim.quietNew, 3*p.Interval.D()) // peers' PINGs keep their connections
-	lim.quiet = max(lim.quiet, 3*p.Interval.D())
-	a.conns = newConnGuard(a.ln, lim, a.reg)
+	lim := serverLimits()
+	lim.QuietNew = max(lim.QuietNew, 3*p.Interval.D()) // peers' PINGs keep their connections
+	lim.Quiet = max(lim.Quiet, 3*p.Interval.D())
+	a.conns = httpguard.New(a.ln, lim, a.reg, "the agent's")
 	a.ln = a.conns
 	if a.srv, err = a.newServer(); err != nil {
 		return nil, err
@@ -231,7 +232,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	schedDone := make(chan struct{})
 	g.Go(func() error { defer close(schedDone); return a.sched.run(gctx) })
 	g.Go(a.serve)
-	g.Go(func() error { return a.conns.run(gctx) })
+	g.Go(func() error { return a.conns.Run(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
 		<-schedDone

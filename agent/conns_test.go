@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/http2"
 
 	"github.com/netprober/prober/api"
@@ -37,10 +35,10 @@ func TestServerUnderHostileClients(t *testing.T) {
 	}
 	probetest.NeedFiles(t, 6000)
 	a, base := loopbackAgentWith(t, hostileAgentYAML, func(a *Agent) {
-		a.conns.lim.quietNew = time.Minute // the attack is held for the whole test
+		a.conns.Lim.QuietNew = time.Minute // the attack is held for the whole test
 	})
 	addr := strings.TrimPrefix(base, "http://")
-	lim := a.conns.lim
+	lim := a.conns.Lim
 	var held []net.Conn
 	t.Cleanup(func() { closeAll(held) })
 
@@ -74,26 +72,26 @@ func TestServerUnderHostileClients(t *testing.T) {
 	for _, c := range held[dialed-125:] {
 		probetest.AwaitHeaders(t, c, 8)
 	}
-	wantHeld := 125 + lim.requests
+	wantHeld := 125 + lim.Requests
 	waitFor(t, 20*time.Second, func() (bool, string) {
-		n := a.conns.inFlight()
-		seen := a.conns.open() + int(counter(a.conns.m.closed, "evicted")+counter(a.conns.m.refused, "per_source")+counter(a.conns.m.refused, "full"))
+		n := a.conns.InFlight()
+		seen := a.conns.Open() + int(float64(a.conns.Stats().Evicted)+float64(a.conns.Stats().RefusedPerSource)+float64(a.conns.Stats().RefusedFull))
 		return n == wantHeld && seen == dialed, fmt.Sprintf("%d stalled requests held, want %d; %d connections accepted or refused, want %d", n, wantHeld, seen, dialed)
 	})
-	if n := a.conns.open(); n > lim.conns {
-		t.Errorf("%d connections held, cap %d", n, lim.conns)
+	if n := a.conns.Open(); n > lim.Conns {
+		t.Errorf("%d connections held, cap %d", n, lim.Conns)
 	}
-	if got := counter(a.conns.m.refused, "per_source"); got < 100-float64(lim.connsPerSource) {
-		t.Errorf("%v connections refused per source, want >= %d", got, 100-lim.connsPerSource)
+	if got := float64(a.conns.Stats().RefusedPerSource); got < 100-float64(lim.ConnsPerSource) {
+		t.Errorf("%v connections refused per source, want >= %d", got, 100-lim.ConnsPerSource)
 	}
-	if got := counter(a.conns.m.requestsRefused, "full"); got != float64(1000-wantHeld) {
+	if got := float64(a.conns.Stats().RequestsFull); got != float64(1000-wantHeld) {
 		t.Errorf("%v requests refused (server full), want %d", got, 1000-wantHeld)
 	}
 
 	probetest.AnswersUnderAttack(t, base)
 	t.Logf("held: %d connections (%v evicted, %v refused per source), %d stalled requests (%v refused)",
-		a.conns.open(), counter(a.conns.m.closed, "evicted"), counter(a.conns.m.refused, "per_source"),
-		a.conns.inFlight(), counter(a.conns.m.requestsRefused, "full")+counter(a.conns.m.requestsRefused, "per_source"))
+		a.conns.Open(), float64(a.conns.Stats().Evicted), float64(a.conns.Stats().RefusedPerSource),
+		a.conns.InFlight(), float64(a.conns.Stats().RequestsFull)+float64(a.conns.Stats().RequestsPerSource))
 }
 
 // TestServerStalledReadersMemory: readers of the observations that never
@@ -136,9 +134,9 @@ func TestServerStalledReadersMemory(t *testing.T) {
 	for _, c := range held {
 		probetest.AwaitHeaders(t, c, perSource)
 	}
-	want := min(sources*perSource, sources+a.conns.lim.requests)
+	want := min(sources*perSource, sources+a.conns.Lim.Requests)
 	waitFor(t, 20*time.Second, func() (bool, string) {
-		n := a.conns.inFlight()
+		n := a.conns.InFlight()
 		return n == want, fmt.Sprintf("%d stalled readers held, want %d", n, want)
 	})
 	growth := int64(heapInUse()) - int64(before)
@@ -187,10 +185,6 @@ func waitFor(t *testing.T, d time.Duration, cond func() (bool, string)) {
 	t.Fatalf("after %v: %s", d, msg)
 }
 
-func counter(v *prometheus.CounterVec, label string) float64 {
-	return testutil.ToFloat64(v.WithLabelValues(label))
-}
-
 func heapInUse() uint64 {
 	runtime.GC()
 	runtime.GC()
@@ -204,7 +198,7 @@ func heapInUse() uint64 {
 // PINGs (a peer's pinger) is traffic and stays.
 func TestServerClosesQuietConnections(t *testing.T) {
 	a, base := loopbackAgentWith(t, hostileAgentYAML, func(a *Agent) {
-		a.conns.lim.quietNew, a.conns.lim.sweep = 300*time.Millisecond, 50*time.Millisecond
+		a.conns.Lim.QuietNew, a.conns.Lim.Sweep = 300*time.Millisecond, 50*time.Millisecond
 	})
 	addr := strings.TrimPrefix(base, "http://")
 	idle, pinger := probetest.DialFrom(t, probetest.Loopback(5, 1), addr), probetest.DialFrom(t, probetest.Loopback(5, 2), addr)
@@ -231,7 +225,7 @@ func TestServerClosesQuietConnections(t *testing.T) {
 	if got := closedByServer(pinger); got {
 		t.Error("pinging connection closed")
 	}
-	if n := counter(a.conns.m.closed, "quiet"); n != 1 {
+	if n := float64(a.conns.Stats().Quiet); n != 1 {
 		t.Errorf("%v quiet connections closed, want 1", n)
 	}
 }
@@ -249,7 +243,7 @@ func closedByServer(c net.Conn) bool {
 // With no request allowed per source, every request is refused.
 func TestServerLimitsOverTLS(t *testing.T) {
 	_, base := loopbackAgentWith(t, hostileAgentYAML+"tls: {selfSigned: true}\n", func(a *Agent) {
-		a.conns.lim.requestsPerSource = 0
+		a.conns.Lim.RequestsPerSource = 0
 	})
 	base = strings.Replace(base, "http://", "https://", 1)
 	for _, h2 := range []bool{false, true} {

@@ -6,17 +6,19 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/httpguard"
 	"github.com/netprober/prober/probe"
 )
 
 // newServer serves the agent's endpoints over HTTP/1.1 and h2c, or TLS,
 // and answers the other agents' HTTP/2 PINGs.
 //
-// Every request goes through the connection guard's slots (conns.go), and
+// Every request goes through the connection guard's slots (httpguard), and
 // /metrics and the observations are encoded once per sharedTTL for all
 // their readers (shared.go): promhttp's own in-flight cap made /metrics
 // answer 503 to everyone while 4 streams stalled.
@@ -45,11 +47,11 @@ func (a *Agent) newServer() (*http.Server, error) {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, "prober agent %s (%s)\n\n/metrics\n/healthz\n%s\nPOST %s?target=NAME&family=ipv4|ipv6\n", a.cfg.Name, Version, api.ObservationsPath, api.TracePath)
 	})
-	srv, err := probe.NewResponder(a.conns.limit(mux), a.responderConfig())
+	srv, err := probe.NewResponder(a.conns.Limit(mux), a.responderConfig())
 	if err != nil {
 		return nil, err
 	}
-	srv.ConnContext = a.conns.connContext
+	srv.ConnContext = a.conns.ConnContext
 	return srv, nil
 }
 
@@ -138,4 +140,25 @@ func (a *Agent) Observations() api.Observations {
 		obs.Targets = append(obs.Targets, at)
 	}
 	return obs
+}
+
+// serverLimits bound what clients can hold of the agent's HTTP server
+// (issue 15: 1,100 idle h2c connections cut off /healthz when Accept
+// waited behind a global cap, and stalled streams held a response each).
+// Each peer agent holds a connection for its PINGs, the matrix and
+// Prometheus one or two: 64 a source leaves room for many agents behind
+// one SNAT address. A peer's PINGs count as traffic, so QuietNew must
+// exceed the probing interval (New makes it at least 3 intervals);
+// HTTP/2's own idle timeout ignores PINGs and is a day
+// (probe/h2responder.go), so Quiet is the overall one.
+func serverLimits() httpguard.Limits {
+	return httpguard.Limits{
+		ConnsPerSource:    64,
+		Conns:             1024,
+		RequestsPerSource: 8,
+		Requests:          256,
+		QuietNew:          10 * time.Second,
+		Quiet:             2 * time.Minute,
+		Sweep:             time.Second,
+	}
 }

@@ -1,4 +1,4 @@
-package agent
+package httpguard
 
 import (
 	"context"
@@ -12,85 +12,75 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	dto "github.com/prometheus/client_model/go"
 )
 
-// serverLimits bound what clients can hold of the agent's HTTP server
-// (issue 15: 1,100 idle h2c connections cut off /healthz when Accept
-// waited behind a global cap, and stalled streams held a response each).
-// They are not configuration: tests change them to watch them act.
-type serverLimits struct {
-	// connsPerSource caps the connections held from one source address.
-	// Each peer agent holds one for its PINGs, the matrix and Prometheus
-	// one or two; 64 leaves room for many agents behind one SNAT address.
-	connsPerSource int
-	// conns caps the connections held in all. At the cap a new connection
+// Limits bound what clients can hold of a server. They are not
+// configuration: each server picks its own, and tests change them to
+// watch them act.
+type Limits struct {
+	// ConnsPerSource caps the connections held from one source address.
+	ConnsPerSource int
+	// Conns caps the connections held in all. At the cap a new connection
 	// closes the quietest one without a request in flight (the oldest last
-	// read), so a flood of idle connections cannot keep the kubelet out;
-	// Accept never waits.
-	conns int
-	// requestsPerSource caps the requests in flight from one source.
-	requestsPerSource int
-	// requests caps the requests in flight in all, not counting each
-	// source's first: a source with nothing in flight (the kubelet's
-	// /healthz, Prometheus, the matrix) is always served, however many
-	// requests others hold.
-	requests int
-	// quietNew closes a connection that has never carried a request once
-	// its client sent nothing for that long. A peer's PINGs count as
-	// traffic, so it must exceed the probing interval (New makes it at
-	// least 3 intervals).
-	quietNew time.Duration
-	// quiet closes any connection without a request in flight once its
-	// client sent nothing for that long: HTTP/2's own idle timeout ignores
-	// PINGs and is a day (probe/h2responder.go), so this is the overall one.
-	quiet time.Duration
-	sweep time.Duration // how often quiet connections are looked for
+	// read), so a flood of idle connections cannot keep a legitimate
+	// client out; Accept never waits.
+	Conns int
+	// RequestsPerSource caps the requests in flight from one source.
+	RequestsPerSource int
+	// Requests caps the requests in flight in all, not counting each
+	// source's first: a source with nothing in flight (a kubelet's
+	// /healthz, Prometheus, an operator's page) is always served, however
+	// many requests others hold.
+	Requests int
+	// QuietNew closes a connection that has never carried a request once
+	// its client sent nothing for that long.
+	QuietNew time.Duration
+	// Quiet closes any connection without a request in flight once its
+	// client sent nothing for that long.
+	Quiet time.Duration
+	// Sweep is how often quiet connections are looked for.
+	Sweep time.Duration
 }
 
-var defaultServerLimits = serverLimits{
-	connsPerSource:    64,
-	conns:             1024,
-	requestsPerSource: 8,
-	requests:          256,
-	quietNew:          10 * time.Second,
-	quiet:             2 * time.Minute,
-	sweep:             time.Second,
-}
-
-// connGuard is the agent's listener: it admits connections within the
-// limits, tracks each one's last read and requests in flight, closes
-// quiet ones (run) and hands out request slots (limit).
-type connGuard struct {
+// Guard is a server's listener: it admits connections within the limits,
+// tracks each one's last read and requests in flight, closes quiet ones
+// (Run) and hands out request slots (Limit). Put it in the http.Server as
+// its listener and its ConnContext.
+type Guard struct {
 	net.Listener
-	lim   serverLimits
-	m     *connMetrics
-	start time.Time // the clock of guardedConn.lastRead
+	// Lim are the limits in force; tests may change them before traffic.
+	Lim   Limits
+	m     *metrics
+	start time.Time // the clock of conn.lastRead
 
 	mu       sync.Mutex
-	conns    map[*guardedConn]struct{}
+	conns    map[*conn]struct{}
 	sources  map[netip.Addr]*sourceUse
 	requests int // slots taken beyond the sources' first requests
 }
 
 type sourceUse struct{ conns, requests int }
 
-func newConnGuard(ln net.Listener, lim serverLimits, reg prometheus.Registerer) *connGuard {
-	g := &connGuard{
+// New guards ln with lim, registering its metrics on reg; server names
+// the server in their help ("the agent's", "the matrix's").
+func New(ln net.Listener, lim Limits, reg prometheus.Registerer, server string) *Guard {
+	g := &Guard{
 		Listener: ln,
-		lim:      lim,
+		Lim:      lim,
 		start:    time.Now(),
-		conns:    map[*guardedConn]struct{}{},
+		conns:    map[*conn]struct{}{},
 		sources:  map[netip.Addr]*sourceUse{},
 	}
-	g.m = newConnMetrics(reg, g)
+	g.m = newMetrics(reg, g, server)
 	return g
 }
 
-func (g *connGuard) clock() int64 { return int64(time.Since(g.start)) }
+func (g *Guard) clock() int64 { return int64(time.Since(g.start)) }
 
 // Accept returns the next connection within the limits and closes the
 // others at once, so a flood never makes a legitimate client wait.
-func (g *connGuard) Accept() (net.Conn, error) {
+func (g *Guard) Accept() (net.Conn, error) {
 	for {
 		c, err := g.Listener.Accept()
 		if err != nil {
@@ -110,7 +100,7 @@ func (g *connGuard) Accept() (net.Conn, error) {
 	}
 }
 
-func (g *connGuard) admit(c net.Conn) (gc *guardedConn, victim *guardedConn, reason string) {
+func (g *Guard) admit(c net.Conn) (gc *conn, victim *conn, reason string) {
 	var src netip.Addr
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		src = a.AddrPort().Addr().Unmap()
@@ -118,10 +108,10 @@ func (g *connGuard) admit(c net.Conn) (gc *guardedConn, victim *guardedConn, rea
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.sources[src]
-	if s != nil && s.conns >= g.lim.connsPerSource {
+	if s != nil && s.conns >= g.Lim.ConnsPerSource {
 		return nil, nil, "per_source"
 	}
-	if len(g.conns) >= g.lim.conns {
+	if len(g.conns) >= g.Lim.Conns {
 		var oldest int64
 		for c := range g.conns {
 			if c.inflight.Load() == 0 && (victim == nil || c.lastRead.Load() < oldest) {
@@ -138,13 +128,13 @@ func (g *connGuard) admit(c net.Conn) (gc *guardedConn, victim *guardedConn, rea
 		g.sources[src] = s
 	}
 	s.conns++
-	gc = &guardedConn{Conn: c, g: g, src: src}
+	gc = &conn{Conn: c, g: g, src: src}
 	gc.lastRead.Store(g.clock())
 	g.conns[gc] = struct{}{}
 	return gc, victim, ""
 }
 
-func (g *connGuard) removeLocked(c *guardedConn) {
+func (g *Guard) removeLocked(c *conn) {
 	delete(g.conns, c)
 	if s := g.sources[c.src]; s != nil {
 		s.conns--
@@ -154,9 +144,9 @@ func (g *connGuard) removeLocked(c *guardedConn) {
 	}
 }
 
-// run closes quiet connections until ctx is done.
-func (g *connGuard) run(ctx context.Context) error {
-	tick := time.NewTicker(g.lim.sweep)
+// Run closes quiet connections until ctx is done.
+func (g *Guard) Run(ctx context.Context) error {
+	tick := time.NewTicker(g.Lim.Sweep)
 	defer tick.Stop()
 	for {
 		select {
@@ -165,12 +155,12 @@ func (g *connGuard) run(ctx context.Context) error {
 		case <-tick.C:
 		}
 		now := g.clock()
-		var quiet []*guardedConn
+		var quiet []*conn
 		g.mu.Lock()
 		for c := range g.conns {
-			limit := g.lim.quietNew
+			limit := g.Lim.QuietNew
 			if c.requested.Load() {
-				limit = g.lim.quiet
+				limit = g.Lim.Quiet
 			}
 			if c.inflight.Load() == 0 && time.Duration(now-c.lastRead.Load()) >= limit {
 				quiet = append(quiet, c)
@@ -184,13 +174,13 @@ func (g *connGuard) run(ctx context.Context) error {
 	}
 }
 
-// connContext puts the guarded connection in every request's context for
-// limit (ConnContext of the http.Server).
-func (g *connGuard) connContext(ctx context.Context, c net.Conn) context.Context {
+// ConnContext puts the guarded connection in every request's context for
+// Limit (the http.Server's ConnContext).
+func (g *Guard) ConnContext(ctx context.Context, c net.Conn) context.Context {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
 	}
-	if gc, ok := c.(*guardedConn); ok {
+	if gc, ok := c.(*conn); ok {
 		return context.WithValue(ctx, connKey{}, gc)
 	}
 	return ctx
@@ -198,13 +188,13 @@ func (g *connGuard) connContext(ctx context.Context, c net.Conn) context.Context
 
 type connKey struct{}
 
-// limit serves a request if its source and the server have a slot for it,
+// Limit serves a request if its source and the server have a slot for it,
 // else answers 503 at once. The 503 has no body: HTTP/2 flow control
 // holds even a few bytes from a client that does not read, and the
 // handler with them.
-func (g *connGuard) limit(h http.Handler) http.Handler {
+func (g *Guard) Limit(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, _ := r.Context().Value(connKey{}).(*guardedConn)
+		c, _ := r.Context().Value(connKey{}).(*conn)
 		if c == nil {
 			h.ServeHTTP(w, r)
 			return
@@ -229,7 +219,7 @@ func (g *connGuard) limit(h http.Handler) http.Handler {
 
 // acquire takes a request slot of c's source, and one of the server's
 // shared ones unless it is the source's only request in flight.
-func (g *connGuard) acquire(c *guardedConn) (shared bool, reason string) {
+func (g *Guard) acquire(c *conn) (shared bool, reason string) {
 	c.requested.Store(true)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -239,9 +229,9 @@ func (g *connGuard) acquire(c *guardedConn) (shared bool, reason string) {
 		g.sources[c.src] = s
 	}
 	switch {
-	case s.requests >= g.lim.requestsPerSource:
+	case s.requests >= g.Lim.RequestsPerSource:
 		reason = "per_source"
-	case s.requests > 0 && g.requests >= g.lim.requests:
+	case s.requests > 0 && g.requests >= g.Lim.Requests:
 		reason = "full"
 	}
 	if reason != "" {
@@ -259,7 +249,7 @@ func (g *connGuard) acquire(c *guardedConn) (shared bool, reason string) {
 	return shared, ""
 }
 
-func (g *connGuard) release(c *guardedConn, shared bool) {
+func (g *Guard) release(c *conn, shared bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	c.inflight.Add(-1)
@@ -275,15 +265,15 @@ func (g *connGuard) release(c *guardedConn, shared bool) {
 	}
 }
 
-// open is the number of connections held.
-func (g *connGuard) open() int {
+// Open is the number of connections held.
+func (g *Guard) Open() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.conns)
 }
 
-// inFlight is the number of requests being served.
-func (g *connGuard) inFlight() int {
+// InFlight is the number of requests being served.
+func (g *Guard) InFlight() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n := 0
@@ -293,10 +283,35 @@ func (g *connGuard) inFlight() int {
 	return n
 }
 
-// guardedConn is an accepted connection as connGuard tracks it.
-type guardedConn struct {
+// Stats are what the guard refused and closed so far, as its metrics
+// count them.
+type Stats struct {
+	// Connections closed on accept, by reason.
+	RefusedPerSource, RefusedFull int
+	// Held connections closed, by reason.
+	Evicted, Quiet int
+	// Requests answered 503, by reason.
+	RequestsPerSource, RequestsFull int
+}
+
+// Stats returns the counts so far.
+func (g *Guard) Stats() Stats {
+	n := func(v *prometheus.CounterVec, reason string) int {
+		var m dto.Metric
+		v.WithLabelValues(reason).Write(&m)
+		return int(m.GetCounter().GetValue())
+	}
+	return Stats{
+		RefusedPerSource: n(g.m.refused, "per_source"), RefusedFull: n(g.m.refused, "full"),
+		Evicted: n(g.m.closed, "evicted"), Quiet: n(g.m.closed, "quiet"),
+		RequestsPerSource: n(g.m.requestsRefused, "per_source"), RequestsFull: n(g.m.requestsRefused, "full"),
+	}
+}
+
+// conn is an accepted connection as Guard tracks it.
+type conn struct {
 	net.Conn
-	g         *connGuard
+	g         *Guard
 	src       netip.Addr
 	lastRead  atomic.Int64 // g.clock() when the client last sent bytes
 	inflight  atomic.Int32 // requests being served
@@ -304,7 +319,7 @@ type guardedConn struct {
 	closeOnce sync.Once
 }
 
-func (c *guardedConn) Read(b []byte) (int, error) {
+func (c *conn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 {
 		c.lastRead.Store(c.g.clock())
@@ -312,7 +327,7 @@ func (c *guardedConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-func (c *guardedConn) Close() error {
+func (c *conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.g.mu.Lock()
 		c.g.removeLocked(c)
@@ -321,20 +336,20 @@ func (c *guardedConn) Close() error {
 	return c.Conn.Close()
 }
 
-type connMetrics struct {
+type metrics struct {
 	refused, closed, requestsRefused *prometheus.CounterVec
 }
 
-func newConnMetrics(reg prometheus.Registerer, g *connGuard) *connMetrics {
+func newMetrics(reg prometheus.Registerer, g *Guard, server string) *metrics {
 	f := promauto.With(reg)
-	m := &connMetrics{
+	m := &metrics{
 		refused: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "prober_http_connections_refused_total",
-			Help: "Connections to the agent's HTTP server closed on accept: per_source (the source address holds its share) or full (every connection has a request in flight).",
+			Help: "Connections to " + server + " HTTP server closed on accept: per_source (the source address holds its share) or full (every connection has a request in flight).",
 		}, []string{"reason"}),
 		closed: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "prober_http_connections_closed_total",
-			Help: "Held connections the agent's HTTP server closed: evicted (the quietest, for a new one at the cap) or quiet (the client sent nothing for too long).",
+			Help: "Held connections " + server + " HTTP server closed: evicted (the quietest, for a new one at the cap) or quiet (the client sent nothing for too long).",
 		}, []string{"reason"}),
 		requestsRefused: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "prober_http_requests_refused_total",
@@ -350,7 +365,7 @@ func newConnMetrics(reg prometheus.Registerer, g *connGuard) *connMetrics {
 	}
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "prober_http_connections",
-		Help: "Connections the agent's HTTP server holds.",
-	}, func() float64 { return float64(g.open()) })
+		Help: "Connections " + server + " HTTP server holds.",
+	}, func() float64 { return float64(g.Open()) })
 	return m
 }
