@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/probe/probetest"
 )
 
 // rotating serves a report under a new agent name on every pull.
@@ -100,40 +104,116 @@ func TestEncodeErrorIs500(t *testing.T) {
 	}
 }
 
-// Requests beyond maxRequests are answered 503 at once while /healthz
-// still answers; the cached body is encoded once per generation.
-func TestRequestCap(t *testing.T) {
+// TestOneClientCannotStarve (issue 30): one source holding every request
+// it may (long-polls that never end) and every connection it may gets
+// 503 and refused connections beyond its share, while Prometheus's
+// scrape and an operator's page, from other sources, are served; the
+// shared slots, once taken, refuse a second request of any source but
+// never a source's first. Before, one client's 64 slow requests made
+// /metrics answer 503.
+func TestOneClientCannotStarve(t *testing.T) {
 	h := newTestHub(t, []string{"http://192.0.2.1:9808"}, "node") // never pulled: no round runs
-	release := make(chan struct{})
-	var inside sync.WaitGroup
-	slow := h.limit(func(w http.ResponseWriter, r *http.Request) { inside.Done(); <-release })
-	for range maxRequests {
-		inside.Add(1)
-		go slow(httptest.NewRecorder(), httptest.NewRequest("GET", MatrixPath, nil))
+	h.guard.Lim.RequestsPerSource, h.guard.Lim.Requests, h.guard.Lim.ConnsPerSource = 6, 3, 24
+	go h.srv.Serve(h.ln)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.guard.Run(ctx)
+	addr := h.ln.Addr().String()
+	get := func(src netip.Addr, path string) (int, error) {
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: probetest.DialerFrom(src), DisableKeepAlives: true}}
+		resp, err := c.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
 	}
-	inside.Wait()
-	w := httptest.NewRecorder()
-	h.limit(func(http.ResponseWriter, *http.Request) { t.Error("ran beyond the cap") })(w, httptest.NewRequest("GET", MatrixPath, nil))
-	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
-		t.Errorf("beyond the cap: %d, want 503 with Retry-After", w.Code)
+	// The attacker: long-polls for a plan that never comes, each on a
+	// connection of its own, until refused.
+	attacker := probetest.Loopback(30, 1)
+	held := 0
+	poll := api.AgentPlanPath + "nobody?wait=60"
+	var conns []net.Conn
+	t.Cleanup(func() { closeAll(conns) })
+	for range 8 {
+		c := probetest.DialFrom(t, attacker, addr)
+		conns = append(conns, c)
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", poll)
 	}
-	close(release)
-
-	var e encoded
-	encodes := 0
-	enc := func(b *bytes.Buffer) error { encodes++; b.WriteString("{}"); return nil }
-	for range 10 {
-		e.get(1, time.Hour, enc, false)
+	waitFor(t, "the attacker's polls in flight", func() bool { held = h.guard.InFlight(); return held == 4 })
+	// 4: its first, then 3 shared slots; the shared cap ends it before
+	// its own (6).
+	for _, tc := range []struct {
+		src  netip.Addr
+		path string
+		want int
+	}{
+		{attacker, "/metrics", http.StatusServiceUnavailable},
+		{probetest.Loopback(30, 2), "/metrics", http.StatusOK}, // Prometheus
+		{probetest.Loopback(30, 3), MatrixPath, http.StatusOK}, // the page
+		{probetest.Loopback(30, 3), "/healthz", http.StatusOK}, // the kubelet, on the page's source
+	} {
+		if code, err := get(tc.src, tc.path); err != nil || code != tc.want {
+			t.Errorf("GET %s from %s: %d (%v), want %d", tc.path, tc.src, code, err, tc.want)
+		}
 	}
-	e.get(2, time.Hour, enc, false)
-	if body, _ := e.get(2, 0, enc, false); encodes != 3 || string(body) != "{}" {
-		t.Errorf("%d encodings for 10 requests of one generation, 1 of another and 1 past its age, want 3", encodes)
+	// Connections: the attacker's beyond ConnsPerSource are closed on
+	// accept.
+	for range 30 {
+		c, err := probetest.DialerFrom(attacker)(context.Background(), "tcp4", addr)
+		if err == nil {
+			conns = append(conns, c)
+		}
+	}
+	waitFor(t, "the attacker's connections beyond its share refused", func() bool { return h.guard.Stats().RefusedPerSource >= 38-24 })
+	if n := h.guard.Open(); n > 24 {
+		t.Errorf("%d connections held, want the attacker's 24 at most", n)
+	}
+	if code, err := get(probetest.Loopback(30, 2), "/metrics"); err != nil || code != http.StatusOK {
+		t.Errorf("GET /metrics with the attacker at its connection cap: %d (%v), want 200", code, err)
 	}
 }
 
-// The served endpoints, cached and capped, still answer every one of 40
-// clients asking at once (the cap is 64) with a whole body. (That a
-// generation is encoded once is TestRequestCap's check.)
+// waitFor polls cond for up to 5 s, or fails the test saying what.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+	}
+}
+
+func closeAll(cs []net.Conn) {
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// TestCachedForms: a body is encoded once per generation, and its gzipped
+// and indented forms made once per body, shared by every request.
+func TestCachedForms(t *testing.T) {
+	var e encoded
+	encodes := 0
+	enc := func(b *bytes.Buffer) error { encodes++; b.WriteString(`{"a":1}`); return nil }
+	for range 10 {
+		e.get(1, time.Hour, enc, plain)
+	}
+	e.get(2, time.Hour, enc, plain)
+	if body, _ := e.get(2, 0, enc, plain); encodes != 3 || string(body) != `{"a":1}` {
+		t.Errorf("%d encodings for 10 requests of one generation, 1 of another and 1 past its age, want 3", encodes)
+	}
+	p1, _ := e.get(2, time.Hour, enc, indented)
+	p2, _ := e.get(2, time.Hour, enc, indented)
+	if string(p1) != "{\n  \"a\": 1\n}" || &p1[0] != &p2[0] {
+		t.Errorf("?pretty: %q, shared %v; want the indented body, one copy for both requests", p1, &p1[0] == &p2[0])
+	}
+}
+
+// The served endpoints, cached and guarded, still answer every one of 40
+// clients (each from a source of its own) asking at once with a whole
+// body. (That a generation is encoded once is TestCachedForms's check.)
 func TestServedEndpointsAnswerTogether(t *testing.T) {
 	a := agentServer(t, report("n11", "r1", map[string]string{"n21": "r2"}, 100, 0), 0, 200)
 	h := newTestHub(t, []string{a}, "node")
@@ -156,7 +236,8 @@ func TestServedEndpointsAnswerTogether(t *testing.T) {
 			if i%2 == 1 {
 				path = "/metrics"
 			}
-			resp, err := http.Get(base + path)
+			c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: probetest.DialerFrom(probetest.Loopback(41, i+1))}}
+			resp, err := c.Get(base + path)
 			if err != nil {
 				errs <- err.Error()
 				return

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/httpguard"
 	"github.com/netprober/prober/matrix"
 )
 
@@ -23,71 +24,68 @@ var indexHTML []byte
 
 func (h *Hub) newServer() *http.Server {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", h.limit(h.serveMetrics))
+	mux.HandleFunc("GET /metrics", timed(h.serveMetrics))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET "+MatrixPath, h.limit(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+MatrixPath, timed(func(w http.ResponseWriter, r *http.Request) {
 		h.serveCached(w, r, &h.matrixJSON, h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.matrixView()) })
 	}))
-	mux.HandleFunc("GET "+api.PlanPath, h.limit(h.servePlan))
-	mux.HandleFunc("GET "+api.AgentPlanPath+"{name}", h.limitPolls(h.serveAgentPlan))
-	mux.HandleFunc("GET "+matrix.DiagnosisPath, h.limit(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+api.PlanPath, timed(h.servePlan))
+	mux.HandleFunc("GET "+api.AgentPlanPath+"{name}", timedFor(api.MaxPlanWait*time.Second+writeTime, h.serveAgentPlan))
+	mux.HandleFunc("GET "+matrix.DiagnosisPath, timed(func(w http.ResponseWriter, r *http.Request) {
 		h.serveCached(w, r, &h.diagJSON, h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.Diagnosis()) })
 	}))
-	mux.HandleFunc("GET "+FabricPath, h.limit(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+FabricPath, timed(func(w http.ResponseWriter, r *http.Request) {
 		h.serveCached(w, r, &h.fabricJSON, h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.Fabric()) })
 	}))
-	mux.HandleFunc("GET "+FabricCellsPath, h.limit(h.serveCrossing))
-	mux.HandleFunc("GET "+HistoryPath, h.limit(func(w http.ResponseWriter, r *http.Request) { h.writeJSON(w, r, h.History()) }))
-	mux.HandleFunc("POST "+TracePath, h.limit(h.serveTrace))
+	mux.HandleFunc("GET "+FabricCellsPath, timed(h.serveCrossing))
+	mux.HandleFunc("GET "+HistoryPath, timed(func(w http.ResponseWriter, r *http.Request) { h.writeJSON(w, r, h.History()) }))
+	mux.HandleFunc("POST "+TracePath, timed(h.serveTrace))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'")
 		w.Write(indexHTML)
 	})
 	return &http.Server{
-		Handler:           mux,
+		Handler:           h.guard.Limit(mux),
+		ConnContext:       h.guard.ConnContext,
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
 	}
 }
 
-// Bounds of the matrix's HTTP server. Responses are cached per round
-// (encoded), so a request costs a copy to the socket; these bound how
-// many run at once and how long a slow reader may hold one.
-const (
-	// maxRequests bounds the requests in flight beyond the agents'
-	// long-polls and /healthz; more are answered 503 at once.
-	maxRequests = 64
-	// maxPolls bounds the agents' plan long-polls: two agents a node at
-	// 10,000 nodes, and room for a rollout's overlap.
-	maxPolls = 1 << 16
-	// writeTime is how long a response may take to write.
-	writeTime = 30 * time.Second
-)
-
-// limit runs next when fewer than maxRequests are in flight, with a write
-// deadline; else it answers 503.
-func (h *Hub) limit(next http.HandlerFunc) http.HandlerFunc {
-	return bounded(h.requests, writeTime, next)
+// serverLimits bound what clients hold of the matrix's server (issue 30:
+// 64 slow readers of one client made /metrics answer 503, and 15,000 idle
+// connections took 375 MiB). Every source's first request is served, so
+// Prometheus and an operator's page are never starved by another client;
+// one source holds at most RequestsPerSource requests (long-polls
+// included) and ConnsPerSource connections. An agent holds one long-poll
+// and one connection; Conns leaves room for two agents a node at 10,000
+// nodes, about 25 KiB each. Responses are cached per round (encoded), so
+// a request costs a copy to the socket.
+func serverLimits() httpguard.Limits {
+	return httpguard.Limits{
+		ConnsPerSource:    256,
+		Conns:             24 << 10,
+		RequestsPerSource: 16,
+		Requests:          1024,
+		QuietNew:          10 * time.Second,
+		Quiet:             2 * time.Minute,
+		Sweep:             time.Second,
+	}
 }
 
-// limitPolls is limit for the long-polls, whose deadline leaves room for
-// the longest wait.
-func (h *Hub) limitPolls(next http.HandlerFunc) http.HandlerFunc {
-	return bounded(h.polls, api.MaxPlanWait*time.Second+writeTime, next)
-}
+// writeTime is how long a response may take to write.
+const writeTime = 30 * time.Second
 
-func bounded(sem chan struct{}, deadline time.Duration, next http.HandlerFunc) http.HandlerFunc {
+// timed runs next with a write deadline of writeTime: a slow reader
+// holds its request's slot that long at most.
+func timed(next http.HandlerFunc) http.HandlerFunc { return timedFor(writeTime, next) }
+
+// timedFor is timed for a long-poll, whose deadline leaves room for the
+// longest wait.
+func timedFor(deadline time.Duration, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case sem <- struct{}{}:
-		default:
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "too many requests in flight", http.StatusServiceUnavailable)
-			return
-		}
-		defer func() { <-sem }()
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(deadline))
 		next(w, r)
 	}
@@ -109,7 +107,7 @@ func (h *Hub) serveMetrics(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		return nil
-	}, false)
+	}, plain)
 	if err != nil {
 		h.log.Error("metrics", "err", err)
 		http.Error(w, "gathering metrics failed: "+err.Error(), http.StatusInternalServerError)

@@ -22,6 +22,7 @@ import (
 	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/auth"
 	"github.com/netprober/prober/config"
+	"github.com/netprober/prober/httpguard"
 	"github.com/netprober/prober/matrix"
 )
 
@@ -59,7 +60,7 @@ type Hub struct {
 	// responses are of one generation.
 	gen                                           atomic.Uint64
 	matrixJSON, diagJSON, fabricJSON, metricsText encoded
-	requests, polls                               chan struct{}
+	guard                                         *httpguard.Guard // h.ln, the listener as the server sees it
 	traces                                        tracing
 	cross                                         crossings
 }
@@ -108,13 +109,11 @@ func New(cfg *config.Matrix, logger *slog.Logger, opts Options) (*Hub, error) {
 	}
 	h := &Hub{
 		cfg: cfg, log: logger, m: m, now: time.Now,
-		reg:      prometheus.NewRegistry(),
-		pulls:    map[string]*pull{},
-		owner:    map[string]string{},
-		requests: make(chan struct{}, maxRequests),
-		polls:    make(chan struct{}, maxPolls),
-		cross:    crossings{once: make(chan struct{}, 1)},
-		owned:    map[string]string{},
+		reg:   prometheus.NewRegistry(),
+		pulls: map[string]*pull{},
+		owner: map[string]string{},
+		cross: crossings{once: make(chan struct{}, 1)},
+		owned: map[string]string{},
 		client: &http.Client{Timeout: cfg.Timeout.D(), Transport: opts.Transport,
 			// An agent that redirects is answering for another address.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
@@ -148,6 +147,8 @@ func New(cfg *config.Matrix, logger *slog.Logger, opts Options) (*Hub, error) {
 	if h.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
+	h.guard = httpguard.New(h.ln, serverLimits(), h.reg, "the matrix's")
+	h.ln = h.guard
 	h.srv = h.newServer()
 	return h, nil
 }
@@ -161,6 +162,7 @@ func (h *Hub) Registry() *prometheus.Registry { return h.reg }
 // Run pulls and computes every interval and serves until ctx is cancelled.
 func (h *Hub) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return h.guard.Run(gctx) })
 	g.Go(func() error {
 		if err := h.srv.Serve(h.ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http serve: %w", err)
