@@ -34,6 +34,7 @@ import (
 	"github.com/netprober/prober/hub"
 	"github.com/netprober/prober/peers"
 	"github.com/netprober/prober/peers/peerstest"
+	"github.com/netprober/prober/probe/probetest"
 )
 
 // loadNodes is the cluster TestKubeMatrixPlan and TestKubeAPILoad share:
@@ -265,7 +266,9 @@ func TestKubeMatrixPlan(t *testing.T) {
 
 // pollers are simulated agents following their plans as agent.Follow
 // does: one long-poll each to the matrix, asked again with the version
-// they hold. They record every address they dial.
+// they hold, each from a loopback address of its own as each agent has
+// its own pod or node address (the matrix's guard holds one source to
+// its share). They record every address they dial.
 type pollers struct {
 	plans, notModified, failures atomic.Int64
 	first                        sync.WaitGroup
@@ -275,21 +278,21 @@ type pollers struct {
 	dialled                      map[string]int
 }
 
-func startPollers(base string, names []string) *pollers {
+func startPollers(base string, names []string, first int) *pollers {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pollers{cancel: cancel, dialled: map[string]int{}}
-	var d net.Dialer
-	client := &http.Client{Timeout: 45 * time.Second, Transport: &http.Transport{
-		Proxy: nil, MaxIdleConnsPerHost: len(names),
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			p.mu.Lock()
-			p.dialled[addr]++
-			p.mu.Unlock()
-			return d.DialContext(ctx, network, addr)
-		},
-	}}
 	p.first.Add(len(names))
-	for _, name := range names {
+	for i, name := range names {
+		from := probetest.DialerFrom(probetest.Loopback(50, first+i+1))
+		client := &http.Client{Timeout: 45 * time.Second, Transport: &http.Transport{
+			Proxy: nil,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				p.mu.Lock()
+				p.dialled[addr]++
+				p.mu.Unlock()
+				return from(ctx, "tcp4", addr)
+			},
+		}}
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
@@ -523,12 +526,12 @@ func TestKubeAPILoad(t *testing.T) {
 	m := startMatrix(t, s, "matrix-load", config.AgentAuthNone)
 	m.awaitPlan(t, agents, 2*time.Minute)
 	reqs := discoveryRequests(t, s)
-	few := startPollers(m.URL, agents[:100])
+	few := startPollers(m.URL, agents[:100], 0)
 	defer few.stop()
 	few.awaitFirst(t, time.Minute)
 	after100 := awaitWatches(t, s, "matrix + 100 agents", func(v float64) bool { return v > base }) - base
 	start := time.Now()
-	more := startPollers(m.URL, agents[100:1000])
+	more := startPollers(m.URL, agents[100:1000], 100)
 	defer more.stop()
 	more.awaitFirst(t, time.Minute)
 	firstPlans := time.Since(start)
