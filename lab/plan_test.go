@@ -428,6 +428,14 @@ func TestPlanThreeTiers(t *testing.T) {
 			}
 		}
 	}
+	// Printed before Up validates it, a spec without racks_per_pod
+	// still says its shape, with the default.
+	if got := (Spec{Spines: 2, Racks: 4, NodesPerRack: 1, SuperSpines: 2}).Shape(); !strings.Contains(got, "2 fabric pods of 2 racks") {
+		t.Errorf("Shape() = %q, want 2 fabric pods of 2 racks", got)
+	}
+	if got := (Spec{Racks: 4, SuperSpines: 2, RacksPerPod: -1}).Shape(); got == "" {
+		t.Error("Shape() of an invalid spec is empty")
+	}
 	for _, bad := range []Spec{
 		{Spines: 2, Racks: 4, RacksPerPod: 2},
 		{Spines: 2, Racks: 4, SuperSpines: 9},

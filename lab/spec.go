@@ -180,7 +180,10 @@ func ParsePorts(s string) ([]uint16, error) {
 // Shape says the fabric's size: "3 spines, 3 racks x 3 nodes", or in
 // three tiers "2 super-spines over 2 fabric pods of 2 racks with 2
 // aggregation switches each, 4 racks x 1 nodes".
+// It says the spec as Up builds it, defaults filled: callers print it
+// before Up, and an unvalidated spec must not stop them.
 func (s Spec) Shape() string {
+	s.SetDefaults()
 	upper := fmt.Sprintf("%d spines", s.Spines)
 	if s.SuperSpines > 0 {
 		upper = fmt.Sprintf("%d super-spines over %d fabric pods of %d racks with %d aggregation switches each", s.SuperSpines, s.pods(), s.RacksPerPod, s.Spines)
@@ -188,8 +191,14 @@ func (s Spec) Shape() string {
 	return fmt.Sprintf("%s, %d racks x %d nodes", upper, s.Racks, s.NodesPerRack)
 }
 
-// pods is the number of fabric pods in three tiers.
-func (s Spec) pods() int { return (s.Racks + s.RacksPerPod - 1) / s.RacksPerPod }
+// pods is the number of fabric pods in three tiers; 0 while RacksPerPod
+// is not valid.
+func (s Spec) pods() int {
+	if s.RacksPerPod < 1 {
+		return 0
+	}
+	return (s.Racks + s.RacksPerPod - 1) / s.RacksPerPod
+}
 
 // podOf returns the fabric pod (1-based) of rack r (1-based) in three
 // tiers: consecutive racks share one.
