@@ -98,17 +98,40 @@ func familyView(agents []*agentState, fam string) []*agentState {
 // mergeFamilies joins each family's suspects: one listed in several
 // families is one suspect (the stronger finding), one listed in a single
 // family carries that family. Below ListScore, a suspect is scatter and
-// keeps its family's finding as it is.
+// keeps its family's finding as it is. A tier that one family lists
+// while another's traces name a device or link is dropped, as within a
+// family (localize): the tier is the weaker family's view of the same
+// fault (its flows crossed the tier where its traces could not see,
+// such as pods' flows through an overlay), not a second one.
 func mergeFamilies(fams []string, byFam [][]Suspect) []Suspect {
+	named := make([]bool, len(byFam)) // the family's traces name a device or link
+	for i, ss := range byFam {
+		for _, s := range ss {
+			named[i] = named[i] || (s.Kind == KindDevice || s.Kind == KindLink) && s.Score >= ListScore
+		}
+	}
+	explained := func(fam int) bool {
+		for j := range named {
+			if named[j] && j != fam {
+				return true
+			}
+		}
+		return false
+	}
 	type found struct {
 		best   Suspect
 		listed []string
 		in     int // families that found it at all
 	}
+	tierOnly := make([]bool, len(byFam)) // the family listed a tier, dropped
 	var order []string
 	all := map[string]*found{}
 	for i, ss := range byFam {
 		for _, s := range ss {
+			if s.Kind == KindTier && s.Score >= ListScore && !named[i] && explained(i) {
+				tierOnly[i] = true
+				continue
+			}
 			key := s.Kind + "/" + s.Name
 			f := all[key]
 			if f == nil {
@@ -132,6 +155,12 @@ func mergeFamilies(fams []string, byFam [][]Suspect) []Suspect {
 		s := f.best
 		switch {
 		case len(f.listed) > 1, len(f.listed) == 0 && f.in > 1:
+			s.Family = ""
+		case len(f.listed) == 1 && (s.Kind == KindDevice || s.Kind == KindLink) && slices.ContainsFunc(fams, func(fam string) bool {
+			return fam != f.listed[0] && tierOnly[slices.Index(fams, fam)]
+		}):
+			// The other family's flows lost too, where its traces could
+			// not tell the device: it drops both.
 			s.Family = ""
 		case len(f.listed) == 1:
 			s.Family = f.listed[0]

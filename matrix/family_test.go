@@ -133,6 +133,42 @@ func TestDualStackFamilies(t *testing.T) {
 	}
 }
 
+// TestTierExplainedByOtherFamily: a spine drops both families, and one
+// family's traces cannot see it (as a dual-stack cluster's IPv6 flows on
+// an overlay, or routers that answer one family only) while the other's
+// name it. Alone, the blind family lists the spine tier; together, the
+// named spine explains it: the spine is listed alone, for both families.
+func TestTierExplainedByOtherFamily(t *testing.T) {
+	t.Parallel()
+	shape := matrixsim.Config{Racks: 6, NodesPerRack: 4, Spines: 4, FlowsPerTarget: 4, ProbesPerFlow: 16}
+	fab, err := matrixsim.New(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape.SilentRouters = true
+	blind, err := matrixsim.New(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hops := hops6(fab)
+	lossy := matrixsim.Fault{Kind: matrixsim.SpineLoss, Loss: 0.05, Spine: 1}
+	wantKind, wantName := fab.Truth(lossy)
+	alone := diagnose(t, hops, ipv6Reports(blind.Observations(lossy, 2))).Listed()
+	if len(alone) == 0 || alone[0].Kind != matrix.KindTier {
+		t.Fatalf("the blind family alone listed %v, want the tier first (the test's premise)", brief(alone))
+	}
+	for _, order := range []string{"ipv6 blind", "ipv4 blind"} {
+		obs := dualStack(fab.Observations(lossy, 1), blind.Observations(lossy, 2))
+		if order == "ipv4 blind" {
+			obs = dualStack(blind.Observations(lossy, 2), fab.Observations(lossy, 1))
+		}
+		listed := diagnose(t, hops, obs).Listed()
+		if len(listed) != 1 || listed[0].Kind != wantKind || listed[0].Name != wantName || listed[0].Family != "" {
+			t.Errorf("%s: listed %v, want %s/%s alone for both families", order, brief(listed), wantKind, wantName)
+		}
+	}
+}
+
 func brief(ss []matrix.Suspect) []string {
 	var out []string
 	for _, s := range ss {
