@@ -378,6 +378,9 @@ func (f *Fabric) Truth(ft Fault) (kind, name string) {
 		case LinkLoss:
 			return "tier", "uplinks of " + f.RackName(ft.Rack)
 		case SpineLoss, Blackhole, SuperLoss, SuperLinkLoss:
+			if r, ok := f.onlyRack(ft); ok {
+				return "tier", "uplinks of " + f.RackName(r)
+			}
 			return "tier", "spine"
 		case ToRLoss:
 			return "device", f.RackName(ft.Rack)
@@ -409,6 +412,50 @@ func (f *Fabric) Truth(ft Fault) (kind, name string) {
 		return "dataplane", f.NodeName(ft.Rack, ft.Node)
 	}
 	return "", ""
+}
+
+// onlyRack reports the rack every losing rack pair of a fault in three
+// tiers involves, if one does. A silent fabric shows only which pairs
+// lose, so then the most specific true statement is that rack's way up:
+// an aggregation switch of a fabric pod of one rack, or, with two pods
+// one of which is a single rack, any super-spine or its links, carries
+// only that rack's flows to the others.
+func (f *Fabric) onlyRack(ft Fault) (int, bool) {
+	if f.cfg.SuperSpines == 0 {
+		return 0, false
+	}
+	loses := func(a, b int) bool {
+		pa, pb := f.podOf(a), f.podOf(b)
+		switch ft.Kind {
+		case SuperLoss:
+			return pa != pb
+		case SuperLinkLoss:
+			return pa != pb && (pa == ft.Pod || pb == ft.Pod)
+		}
+		return pa == ft.Pod || pb == ft.Pod // an aggregation switch
+	}
+	inAll := make([]bool, f.cfg.Racks) // in every losing pair so far
+	for r := range inAll {
+		inAll[r] = true
+	}
+	anyPair := false
+	for a := range f.cfg.Racks {
+		for b := a + 1; b < f.cfg.Racks; b++ {
+			if loses(a, b) {
+				anyPair = true
+				for r := range inAll {
+					inAll[r] = inAll[r] && (r == a || r == b)
+				}
+			}
+		}
+	}
+	only, n := 0, 0
+	for r, in := range inAll {
+		if in {
+			only, n = r, n+1
+		}
+	}
+	return only, anyPair && n == 1
 }
 
 // Random picks a fault of kind k at a random place.

@@ -102,3 +102,35 @@ func TestThreeTiers(t *testing.T) {
 
 // rackOf numbers a rack label ("rack3": 2).
 func rackOf(label string) int { return int(label[len(label)-1] - '1') }
+
+// TestSilentTruth: on a silent fabric the truth is the most specific
+// statement the losing rack pairs allow: a fault above a fabric pod of
+// one rack, or a super-spine between two pods one of which is a single
+// rack, is that rack's uplinks; otherwise the tier.
+func TestSilentTruth(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		racks, per  int
+		ft          matrixsim.Fault
+		kind, named string
+	}{
+		{"super-spine, pods {1,2} {3}", 3, 2, matrixsim.Fault{Kind: matrixsim.SuperLoss}, "tier", "uplinks of tor3"},
+		{"super-spine, pods {1,2} {3,4}", 4, 2, matrixsim.Fault{Kind: matrixsim.SuperLoss}, "tier", "spine"},
+		{"super-spine, pods {1} {2}", 2, 1, matrixsim.Fault{Kind: matrixsim.SuperLoss}, "tier", "spine"},
+		{"agg of pod {5}", 5, 2, matrixsim.Fault{Kind: matrixsim.SpineLoss, Pod: 2}, "tier", "uplinks of tor5"},
+		{"agg of pod {1,2}", 5, 2, matrixsim.Fault{Kind: matrixsim.SpineLoss, Pod: 0}, "tier", "spine"},
+		{"super link of pod {5}", 5, 2, matrixsim.Fault{Kind: matrixsim.SuperLinkLoss, Pod: 2}, "tier", "uplinks of tor5"},
+		{"super link of pod {1,2}, 3 pods", 5, 2, matrixsim.Fault{Kind: matrixsim.SuperLinkLoss, Pod: 0}, "tier", "spine"},
+		{"super link of pod {1,2}, pods {1,2} {3}", 3, 2, matrixsim.Fault{Kind: matrixsim.SuperLinkLoss, Pod: 0}, "tier", "uplinks of tor3"},
+		{"link", 5, 2, matrixsim.Fault{Kind: matrixsim.LinkLoss, Rack: 1}, "tier", "uplinks of tor2"},
+	} {
+		fab, err := matrixsim.New(matrixsim.Config{Racks: tc.racks, NodesPerRack: 2, Spines: 2, SuperSpines: 2, RacksPerPod: tc.per,
+			FlowsPerTarget: 1, ProbesPerFlow: 1, SilentRouters: true, NoRackLabels: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kind, name := fab.Truth(tc.ft); kind != tc.kind || name != tc.named {
+			t.Errorf("%s: truth %s %q, want %s %q", tc.name, kind, name, tc.kind, tc.named)
+		}
+	}
+}
