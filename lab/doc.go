@@ -139,6 +139,8 @@
 // entries, each remote pod CIDR routed via its node's tunnel address,
 // Host.Tunnel): the routers then route the nodes' segments only, a node
 // masquerades its pods to the LB and control plane, pods run at MTU 1450.
+// With Spec.PodCIDRs instead of lab pods the overlay carries the pod
+// CIDRs a CNI fills, whose pods must then take OverlayMTU.
 // Spec.SilentRouters makes ToRs and spines send no time exceeded (a cloud
 // VPC's); Spec.DropEcho makes nodes drop echo (a security group).
 // Fabric.Silence silences one router. Their rules are the network, in an

@@ -521,7 +521,7 @@ func (pl *planner) pod(node Host, r, n, q int) {
 	podIf := fmt.Sprintf("p%d", q)
 	eth, veth := linkEnd{ns: pod.Namespace, dev: hostIf}, linkEnd{ns: node.Namespace, dev: podIf}
 	if pl.spec.Overlay {
-		eth.mtu, veth.mtu = overlayMTU, overlayMTU
+		eth.mtu, veth.mtu = OverlayMTU, OverlayMTU
 	}
 	for _, fam := range pl.fams {
 		*fam.hostAddr(&pod) = fam.pod(r, n, q)
@@ -587,8 +587,8 @@ const (
 	overlayDev  = "flannel.1"
 	overlayVNI  = 1
 	overlayPort = 8472
-	// overlayMTU is the pods': 1500 less VXLAN's 50 bytes.
-	overlayMTU = 1450
+	// OverlayMTU is the pods': 1500 less VXLAN's 50 bytes.
+	OverlayMTU = 1450
 )
 
 // overlayMAC is node (r, n)'s overlay device address: locally

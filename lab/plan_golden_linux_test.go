@@ -66,7 +66,9 @@ func TestPlanGolden(t *testing.T) {
 	t.Parallel()
 	cluster := Spec{Prefix: "c", Spines: 2, Racks: 2, NodesPerRack: 2, PodsPerNode: -1, LB: true, ControlPlane: true, PodCIDRs: true}
 	dual := Spec{Prefix: "d", Spines: 2, Racks: 2, NodesPerRack: 2, PodsPerNode: 1, LB: true, IPv6: true}
-	for name, spec := range map[string]Spec{"default": DefaultSpec(), "cluster": cluster, "dual": dual} {
+	overlay := cluster
+	overlay.Overlay, overlay.IPv6 = true, true
+	for name, spec := range map[string]Spec{"default": DefaultSpec(), "cluster": cluster, "dual": dual, "cluster-overlay": overlay} {
 		t.Run(name, func(t *testing.T) {
 			spec.SetDefaults()
 			got := dumpPlan(newPlan(spec))

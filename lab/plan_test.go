@@ -21,6 +21,8 @@ func TestSpecValidate(t *testing.T) {
 			[]string{"prefix:", "spines: 9 not in 1..8", "racks: 10 not in 1..9", "nodes_per_rack: -1", "pods_per_node: 10", "zones: 11", "lb_ports[0]: port 0", "lb_ports: set but lb is off"}},
 		{"dash in prefix", Spec{Prefix: "a-b", Spines: 1, Racks: 1, NodesPerRack: 1, Zones: 1}, []string{`prefix: "a-b"`}},
 		{"cluster", Spec{Prefix: "c", Spines: 2, Racks: 2, NodesPerRack: 2, PodsPerNode: -1, Zones: 1, LB: true, ControlPlane: true, PodCIDRs: true}, nil},
+		{"cluster on an overlay", Spec{Prefix: "c", Spines: 2, Racks: 2, NodesPerRack: 2, PodsPerNode: -1, Zones: 1, LB: true, ControlPlane: true, PodCIDRs: true, Overlay: true}, nil},
+		{"overlay without pods", Spec{Prefix: "c", Spines: 1, Racks: 1, NodesPerRack: 1, PodsPerNode: -1, Zones: 1, Overlay: true}, []string{"overlay: needs pods"}},
 		{"pod cidrs with lab pods", Spec{Prefix: "c", Spines: 1, Racks: 1, NodesPerRack: 1, PodsPerNode: 1, Zones: 1, PodCIDRs: true}, []string{"pod_cidrs: only without lab pods"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -432,6 +434,9 @@ func TestPlanThreeTiers(t *testing.T) {
 	// still says its shape, with the default.
 	if got := (Spec{Spines: 2, Racks: 4, NodesPerRack: 1, SuperSpines: 2}).Shape(); !strings.Contains(got, "2 fabric pods of 2 racks") {
 		t.Errorf("Shape() = %q, want 2 fabric pods of 2 racks", got)
+	}
+	if got := (Spec{Spines: 2, Racks: 2, NodesPerRack: 1, Overlay: true, SilentRouters: true}).Shape(); !strings.HasSuffix(got, "pods on a VXLAN overlay, silent routers") {
+		t.Errorf("Shape() = %q, want it to end with the network's kinds", got)
 	}
 	if got := (Spec{Racks: 4, SuperSpines: 2, RacksPerPod: -1}).Shape(); got == "" {
 		t.Error("Shape() of an invalid spec is empty")

@@ -50,7 +50,8 @@ type Spec struct {
 	// backend does: a flannel.1 device per node (VNI 1, UDP 8472, the
 	// node's IPv4 address its tunnel endpoint, static neighbour and FDB
 	// entries), every other node's pod CIDR routed over it, the routers
-	// knowing no pod address, pods at MTU 1450. Needs lab pods.
+	// knowing no pod address, pods at MTU 1450. Needs pods: the lab's,
+	// or a CNI's in the pod CIDRs (PodCIDRs), which then set that MTU.
 	Overlay bool `json:"overlay,omitempty"`
 	// DropEcho makes every node drop the ICMP echo requests sent to it,
 	// as a host firewall or a cloud security group does; TCP passes.
@@ -151,8 +152,8 @@ func (s Spec) Validate() error {
 	if len(s.LBPorts) > 0 && !s.LB {
 		errs = append(errs, errors.New("lb_ports: set but lb is off"))
 	}
-	if s.Overlay && s.PodsPerNode < 1 {
-		errs = append(errs, errors.New("overlay: needs lab pods (pods_per_node 1..9)"))
+	if s.Overlay && s.PodsPerNode < 1 && !s.PodCIDRs {
+		errs = append(errs, errors.New("overlay: needs pods: lab pods (pods_per_node 1..9) or a CNI's (pod_cidrs)"))
 	}
 	if s.PodCIDRs && s.PodsPerNode > 0 {
 		errs = append(errs, errors.New("pod_cidrs: only without lab pods (pods_per_node -1): lab pods route their node's pod CIDR already"))
@@ -179,7 +180,8 @@ func ParsePorts(s string) ([]uint16, error) {
 
 // Shape says the fabric's size: "3 spines, 3 racks x 3 nodes", or in
 // three tiers "2 super-spines over 2 fabric pods of 2 racks with 2
-// aggregation switches each, 4 racks x 1 nodes".
+// aggregation switches each, 4 racks x 1 nodes", then the network's
+// kinds: ", pods on a VXLAN overlay, silent routers".
 // It says the spec as Up builds it, defaults filled: callers print it
 // before Up, and an unvalidated spec must not stop them.
 func (s Spec) Shape() string {
@@ -188,7 +190,18 @@ func (s Spec) Shape() string {
 	if s.SuperSpines > 0 {
 		upper = fmt.Sprintf("%d super-spines over %d fabric pods of %d racks with %d aggregation switches each", s.SuperSpines, s.pods(), s.RacksPerPod, s.Spines)
 	}
-	return fmt.Sprintf("%s, %d racks x %d nodes", upper, s.Racks, s.NodesPerRack)
+	shape := fmt.Sprintf("%s, %d racks x %d nodes", upper, s.Racks, s.NodesPerRack)
+	// The network's kind, which a person reading a run's log needs as
+	// much as its size.
+	for _, k := range []struct {
+		on   bool
+		what string
+	}{{s.Overlay, "pods on a VXLAN overlay"}, {s.SilentRouters, "silent routers"}, {s.DropEcho, "nodes dropping echo"}} {
+		if k.on {
+			shape += ", " + k.what
+		}
+	}
+	return shape
 }
 
 // pods is the number of fabric pods in three tiers; 0 while RacksPerPod

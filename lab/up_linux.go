@@ -298,7 +298,7 @@ func (b *builder) route(r routePlan) error {
 // static entries (neigh), as flannel's vxlan backend.
 func (b *builder) vxlan(v vxlanPlan) error {
 	dev := &netlink.Vxlan{
-		LinkAttrs: netlink.LinkAttrs{Name: v.dev, MTU: overlayMTU, HardwareAddr: v.mac},
+		LinkAttrs: netlink.LinkAttrs{Name: v.dev, MTU: OverlayMTU, HardwareAddr: v.mac},
 		VxlanId:   overlayVNI, SrcAddr: net.IP(v.local.AsSlice()), Port: overlayPort,
 	}
 	if err := b.handles[v.ns].LinkAdd(dev); err != nil {

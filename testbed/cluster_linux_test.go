@@ -39,8 +39,10 @@ type clusterRun struct {
 // server LB, hops) and applied with kubectl to real kubelets, containerd
 // and kube-proxy on the lab fabric, 2 racks x 2 nodes behind 2 spines,
 // dual-stack (Nodes, pods and Services of both families, IPv4 first), or
-// IPv4 alone with PROBER_CLUSTER_IPV4_ONLY=1. Then the seeds' incidents,
-// on the real paths.
+// IPv4 alone with PROBER_CLUSTER_IPV4_ONLY=1; the pods on a flannel-style
+// VXLAN overlay, as most CNIs run them by default, or routed by the
+// fabric with PROBER_CLUSTER_ROUTED=1 (the scenario suites run both
+// kinds on lab pods). Then the seeds' incidents, on the real paths.
 func TestCluster(t *testing.T) {
 	labtest.NeedNetAdmin(t)
 	if err := testbed.CheckClusterHost(); err != nil {
@@ -57,13 +59,14 @@ func TestCluster(t *testing.T) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	dualStack := os.Getenv("PROBER_CLUSTER_IPV4_ONLY") == ""
+	overlay := os.Getenv("PROBER_CLUSTER_ROUTED") == ""
 	ctx, cancel := context.WithTimeout(ctx, 25*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	bin := buildStatic(t, dir, "./cmd/prober", "./testbed/pause")
 	start := time.Now()
 	c, err := testbed.StartCluster(ctx, testbed.ClusterSpec{
-		Fabric:  lab.Spec{Prefix: labtest.Prefix(t), Spines: 2, Racks: 2, NodesPerRack: 2, Zones: 2, IPv6: dualStack},
+		Fabric:  lab.Spec{Prefix: labtest.Prefix(t), Spines: 2, Racks: 2, NodesPerRack: 2, Zones: 2, IPv6: dualStack, Overlay: overlay},
 		KubeDir: kube, Prober: bin["prober"], Pause: bin["pause"],
 		Users: []string{"prometheus"}, Out: testWriter{t},
 	})

@@ -232,17 +232,20 @@ func (c *Cluster) writeNodeFiles(n *clusterNode) error {
 		ranges = append(ranges, []map[string]string{{"subnet": n.host.PodCIDR6.String()}})
 		routes = append(routes, map[string]string{"dst": "::/0"})
 	}
+	ptp := map[string]any{"type": "ptp", "ipMasq": false, "ipam": map[string]any{
+		"type":    "host-local",
+		"ranges":  ranges,
+		"routes":  routes,
+		"dataDir": n.file("cni", "ipam"),
+	}}
+	if c.spec.Fabric.Overlay {
+		// The pods' packets to other nodes are encapsulated: a full-size
+		// one would not fit the underlay's 1500 bytes.
+		ptp["mtu"] = lab.OverlayMTU
+	}
 	cni, err := json.MarshalIndent(map[string]any{
 		"cniVersion": "0.4.0", "name": "prober-lab",
-		"plugins": []map[string]any{
-			{"type": "ptp", "ipMasq": false, "ipam": map[string]any{
-				"type":    "host-local",
-				"ranges":  ranges,
-				"routes":  routes,
-				"dataDir": n.file("cni", "ipam"),
-			}},
-			{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
-		},
+		"plugins": []map[string]any{ptp, {"type": "portmap", "capabilities": map[string]bool{"portMappings": true}}},
 	}, "", "  ")
 	if err != nil {
 		return err

@@ -168,10 +168,11 @@ func (c *Cluster) LogPath(host, component string) string {
 	return filepath.Join(c.path("logs"), host+"-"+component+".log")
 }
 
-// Credentials returns what a client in the control plane's namespace
-// needs to reach the API server as user (the admin, or one of
-// ClusterSpec.Users): its URL, the CA file, and a file holding the
-// user's bearer token.
+// Credentials returns what a client anywhere in the fabric needs to
+// reach the API server as user (the admin, or one of ClusterSpec.Users):
+// its URL, the CA file, and a file holding the user's bearer token. The
+// URL is the control plane's own address, not the VIP: a fault on the LB
+// (seed 001) must not blind the client watching it.
 func (c *Cluster) Credentials(user string) (server, caFile, tokenFile string, err error) {
 	tok, ok := c.pki.tokens[user]
 	if !ok {
@@ -181,7 +182,7 @@ func (c *Cluster) Credentials(user string) (server, caFile, tokenFile string, er
 	if err := os.WriteFile(tokenFile, []byte(tok), 0o600); err != nil {
 		return "", "", "", err
 	}
-	return fmt.Sprintf("https://127.0.0.1:%d", lab.APIServerPort), c.pki.path(pkiCA), tokenFile, nil
+	return "https://" + netip.AddrPortFrom(c.Fabric.ControlPlane.Addr, lab.APIServerPort).String(), c.pki.path(pkiCA), tokenFile, nil
 }
 
 // RSS is the resident memory of every process the cluster runs: its

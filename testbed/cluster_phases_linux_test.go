@@ -76,8 +76,10 @@ subjects:
 		}
 		job["scrape_interval"], job["scrape_timeout"] = "2s", "1500ms"
 	}
+	// On a node, as a host-network Prometheus: on an overlay only the
+	// nodes reach pod addresses. The first node is never removed (churn).
 	prom, err := testbed.StartPrometheus(ctx, r.c.Fabric, testbed.PrometheusSpec{
-		Host: lab.ControlPlaneName, Path: kube + "/prometheus", TempDir: dir,
+		Host: r.c.Fabric.Nodes()[0].Name, Path: kube + "/prometheus", TempDir: dir,
 		Config: map[string]any{
 			"global":         map[string]string{"scrape_interval": "2s", "evaluation_interval": "2s"},
 			"rule_files":     []string{peerstest.RepoFile(t, "dashboards/alerts.yaml")},
@@ -96,21 +98,28 @@ subjects:
 }
 
 // innocent reports whether s names something other than the device
-// culprit or one of its links.
-func innocent(s matrix.Suspect, culprit string) bool {
+// culprit, one of its links or its tier. The tier is true of the
+// culprit, only less precise: on an overlay the pods' flows cross the
+// spines where no trace of theirs shows, and before the nodes' own
+// flows have lost enough to tell which spine, a family may say the
+// tier. Once the culprit is named, its tier must go (seed004's alone).
+func innocent(s matrix.Suspect, culprit, tier string) bool {
 	switch s.Kind {
 	case matrix.KindDevice:
 		return s.Name != culprit
 	case matrix.KindLink:
 		from, to, _ := strings.Cut(s.Name, "->")
 		return from != culprit && to != culprit
+	case matrix.KindTier:
+		return s.Name != tier
 	}
 	return true
 }
 
 // seed004 is seed 004's fault: some devices in one layer drop packets;
 // here one spine drops 5% of what it forwards. The matrix must name it
-// within 60 s and never list an innocent suspect at 0.1 or more; then
+// within 60 s and never list an innocent suspect at 0.1 or more (its
+// tier only until it is named alone); then
 // every dashboard panel must return data in the real Prometheus and the
 // suspect alert must trip for the spine.
 func (r *clusterRun) seed004(ctx context.Context, t *testing.T, prom *testbed.Prometheus) {
@@ -122,12 +131,17 @@ func (r *clusterRun) seed004(ctx context.Context, t *testing.T, prom *testbed.Pr
 	// links while the window holds little of the fault; alone: nothing
 	// else scores 0.1.
 	var named, alone time.Duration
+	tierSaid := false
 	for time.Since(start) < 60*time.Second || named > 0 && time.Since(start) < named+30*time.Second {
 		_, d := r.get(ctx, t)
 		others := 0
 		for _, s := range d.Listed() {
-			if innocent(s, spine) {
+			if innocent(s, spine, "spine") || alone > 0 && s.Kind == matrix.KindTier {
 				t.Fatalf("%v after %s: an innocent suspect scores %.2f: %s", time.Since(start).Round(time.Second), fault, s.Score, describe(d))
+			}
+			if s.Kind == matrix.KindTier && !tierSaid {
+				tierSaid = true
+				t.Logf("the spine tier listed %v after the fault, before %s stood alone: %s", time.Since(start).Round(time.Second), spine, describe(d))
 			}
 			if s.Kind != matrix.KindDevice || s.Name != spine {
 				others++

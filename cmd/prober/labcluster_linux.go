@@ -23,12 +23,13 @@ import (
 // it, the matrix page on this machine's loopback, then seed 004's fault
 // and the diagnosis. Ctrl-C, or the end, removes everything.
 func runLabCluster(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("lab cluster", "[--kube-bin DIR] [--pause PATH] [--ipv6] [--device spine1] [--permille N] [--keep]", stderr)
+	fs := newFlagSet("lab cluster", "[--kube-bin DIR] [--pause PATH] [--ipv6] [--overlay] [--device spine1] [--permille N] [--keep]", stderr)
 	prefix := fs.String("prefix", "pcluster", "namespace name prefix of the cluster's fabric")
 	spines := fs.Int("spines", 2, "spines (1..8)")
 	racks := fs.Int("racks", 2, "racks, one ToR each (1..9)")
 	nodes := fs.Int("nodes", 2, "nodes per rack (1..9)")
 	ipv6 := fs.Bool("ipv6", false, "dual-stack: Nodes, pods and Services of both families (IPv6 from 2001:2::/48), IPv4 first")
+	overlay := fs.Bool("overlay", false, "pods on a VXLAN overlay (flannel's vxlan backend: flannel.1, UDP 8472, pods at MTU 1450) instead of pod CIDRs routed by the fabric")
 	kubeBin := fs.String("kube-bin", os.Getenv("PROBER_KUBE_ASSETS"), "directory of the pinned Kubernetes binaries and prometheus (make kube prints it)")
 	pause := fs.String("pause", "", "the pods' sandbox binary (default: pause beside this binary; make pause builds it)")
 	deploy := fs.String("deploy", "deploy", "the manifests to apply, as kubectl apply -f does")
@@ -50,7 +51,7 @@ func runLabCluster(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return exitRuntime
 	}
 	spec := testbed.ClusterSpec{
-		Fabric:  lab.Spec{Prefix: *prefix, Spines: *spines, Racks: *racks, NodesPerRack: *nodes, IPv6: *ipv6},
+		Fabric:  lab.Spec{Prefix: *prefix, Spines: *spines, Racks: *racks, NodesPerRack: *nodes, IPv6: *ipv6, Overlay: *overlay},
 		KubeDir: *kubeBin, Prober: exe, Pause: cmp.Or(*pause, filepath.Join(filepath.Dir(exe), "pause")),
 		Out: stdout,
 	}
