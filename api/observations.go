@@ -2,9 +2,6 @@ package api
 
 import "time"
 
-// ObservationsPath is where every agent serves its Observations.
-const ObservationsPath = "/api/v1/observations"
-
 // SchemaVersion is bumped on any incompatible change to Observations.
 const SchemaVersion = 1
 

@@ -1,17 +1,5 @@
 package api
 
-// Paths of the probe plan the matrix serves.
-const (
-	// PlanPath is every agent's plan, for operators: who probes whom.
-	// ?node=NAME narrows it to that node's agents and adds who probes
-	// them.
-	PlanPath = "/api/v1/plan"
-	// AgentPlanPath + NAME is one agent's plan, long-polled by the agent:
-	// ?version=V answers at once when the plan is no longer V, else when
-	// it changes or after ?wait (at most MaxPlanWait).
-	AgentPlanPath = "/api/v1/plan/agents/"
-)
-
 // MaxPlanWait bounds how long one long-poll of an agent's plan is held.
 const MaxPlanWait = 60
 

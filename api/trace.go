@@ -7,11 +7,6 @@ import (
 	"net/netip"
 )
 
-// TracePath is where an agent traces a target's tcp_syn flows on demand:
-// POST ?target=NAME&family=ipv4|ipv6 answers a TraceResult. The matrix
-// asks it when an operator traces a cell of its page (docs/agent.md).
-const TracePath = "/api/v1/trace"
-
 // Bounds of a TraceResult: the matrix reads an agent's answer as
 // untrusted input (TraceResult.Check).
 const (

@@ -98,7 +98,7 @@ func TestPullFollowsNoRedirect(t *testing.T) {
 func TestEncodeErrorIs500(t *testing.T) {
 	h := newTestHub(t, []string{"http://192.0.2.1:9808"}, "node") // never pulled: no round runs
 	w := httptest.NewRecorder()
-	h.writeBody(w, httptest.NewRequest("GET", MatrixPath, nil), nil, errors.New("json: unsupported value: +Inf"))
+	h.writeBody(w, httptest.NewRequest("GET", api.MatrixPath, nil), nil, errors.New("json: unsupported value: +Inf"))
 	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), "+Inf") {
 		t.Errorf("got %d %q, want 500 with the reason", w.Code, w.Body.String())
 	}
@@ -150,9 +150,9 @@ func TestOneClientCannotStarve(t *testing.T) {
 		want int
 	}{
 		{attacker, "/metrics", http.StatusServiceUnavailable},
-		{probetest.Loopback(30, 2), "/metrics", http.StatusOK}, // Prometheus
-		{probetest.Loopback(30, 3), MatrixPath, http.StatusOK}, // the page
-		{probetest.Loopback(30, 3), "/healthz", http.StatusOK}, // the kubelet, on the page's source
+		{probetest.Loopback(30, 2), "/metrics", http.StatusOK},     // Prometheus
+		{probetest.Loopback(30, 3), api.MatrixPath, http.StatusOK}, // the page
+		{probetest.Loopback(30, 3), "/healthz", http.StatusOK},     // the kubelet, on the page's source
 	} {
 		if code, err := get(tc.src, tc.path); err != nil || code != tc.want {
 			t.Errorf("GET %s from %s: %d (%v), want %d", tc.path, tc.src, code, err, tc.want)
@@ -232,7 +232,7 @@ func TestServedEndpointsAnswerTogether(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			path := MatrixPath
+			path := api.MatrixPath
 			if i%2 == 1 {
 				path = "/metrics"
 			}

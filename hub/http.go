@@ -16,9 +16,6 @@ import (
 	"github.com/netprober/prober/matrix"
 )
 
-// MatrixPath is where the hub serves the loss matrix.
-const MatrixPath = "/api/v1/matrix"
-
 //go:embed index.html
 var indexHTML []byte
 
@@ -26,20 +23,20 @@ func (h *Hub) newServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", timed(h.serveMetrics))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET "+MatrixPath, timed(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+api.MatrixPath, timed(func(w http.ResponseWriter, r *http.Request) {
 		h.serveCached(w, r, &h.matrixJSON, h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.matrixView()) })
 	}))
 	mux.HandleFunc("GET "+api.PlanPath, timed(h.servePlan))
 	mux.HandleFunc("GET "+api.AgentPlanPath+"{name}", timedFor(api.MaxPlanWait*time.Second+writeTime, h.serveAgentPlan))
-	mux.HandleFunc("GET "+matrix.DiagnosisPath, timed(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+api.DiagnosisPath, timed(func(w http.ResponseWriter, r *http.Request) {
 		h.serveCached(w, r, &h.diagJSON, h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.Diagnosis()) })
 	}))
-	mux.HandleFunc("GET "+FabricPath, timed(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+api.FabricPath, timed(func(w http.ResponseWriter, r *http.Request) {
 		h.serveCached(w, r, &h.fabricJSON, h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.Fabric()) })
 	}))
-	mux.HandleFunc("GET "+FabricCellsPath, timed(h.serveCrossing))
-	mux.HandleFunc("GET "+HistoryPath, timed(func(w http.ResponseWriter, r *http.Request) { h.writeJSON(w, r, h.History()) }))
-	mux.HandleFunc("POST "+TracePath, timed(h.serveTrace))
+	mux.HandleFunc("GET "+api.FabricCellsPath, timed(h.serveCrossing))
+	mux.HandleFunc("GET "+api.HistoryPath, timed(func(w http.ResponseWriter, r *http.Request) { h.writeJSON(w, r, h.History()) }))
+	mux.HandleFunc("POST "+api.TracePath, timed(h.serveTrace))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'")

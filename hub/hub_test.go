@@ -147,12 +147,12 @@ func TestServeAndSuspect(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	var m matrixView
-	getJSON(t, base+MatrixPath, &m)
+	getJSON(t, base+api.MatrixPath, &m)
 	if m.GroupBy != "rack" || len(m.Pulls) != 4 || len(m.Groups) == 0 {
 		t.Errorf("matrix: groupBy %q, %d pulls, %d groups", m.GroupBy, len(m.Pulls), len(m.Groups))
 	}
 	var d matrix.Diagnosis
-	getJSON(t, base+matrix.DiagnosisPath, &d)
+	getJSON(t, base+api.DiagnosisPath, &d)
 	if len(d.Suspects) == 0 {
 		t.Fatalf("no suspect for a rack whose every path loses 30%%")
 	}

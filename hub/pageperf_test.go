@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/hub/browsertest"
-	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/matrix/matrixsim"
 )
 
@@ -148,7 +148,7 @@ func TestPageLoad5000(t *testing.T) {
 	if len(snap.Agents) != len(agents) {
 		t.Fatalf("the round took %d agents' reports of %d", len(snap.Agents), len(agents))
 	}
-	for _, path := range []string{MatrixPath, matrix.DiagnosisPath, FabricPath, HistoryPath} {
+	for _, path := range []string{api.MatrixPath, api.DiagnosisPath, api.FabricPath, api.HistoryPath} {
 		t.Logf("%s: %s", path, responseSize(t, "http://"+h.Addr().String()+path))
 	}
 

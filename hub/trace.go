@@ -62,7 +62,7 @@ func (t *tracing) done(agent string) {
 	delete(t.running, agent)
 }
 
-// TraceView is the answer of TracePath: the pair traced and the report,
+// TraceView is the answer of api.TracePath: the pair traced and the report,
 // as `prober trace --json` prints it.
 type TraceView struct {
 	// Pair is the pair traced, with its probes in the matrix's window.

@@ -11,20 +11,6 @@ import (
 	"github.com/netprober/prober/matrix"
 )
 
-// The page's views beyond the matrix and the diagnosis.
-const (
-	// FabricPath is the topology the matrix traced (matrix.Fabric).
-	FabricPath = "/api/v1/fabric"
-	// FabricCellsPath?device=NAME lists the cells whose flows cross a
-	// device or a link "from->to".
-	FabricCellsPath = "/api/v1/fabric/cells"
-	// HistoryPath is every suspect of the last hour, with its scores.
-	HistoryPath = "/api/v1/history"
-	// TracePath?source=&target=&path=&family= traces a cell's pair now
-	// (trace.go).
-	TracePath = "/api/v1/trace"
-)
-
 // maxDeviceName bounds the device a client asks about.
 const maxDeviceName = 512
 
@@ -42,13 +28,13 @@ func (h *Hub) History() History {
 	return h.hist.view(h.now())
 }
 
-// crossing is the answer of FabricCellsPath.
+// crossing is the answer of api.FabricCellsPath.
 type crossing struct {
 	Device string           `json:"device"`
 	Cells  []matrix.CellRef `json:"cells"`
 }
 
-// crossings caches FabricCellsPath's answers of one generation: a spine's
+// crossings caches api.FabricCellsPath's answers of one generation: a spine's
 // cells at 5,000 nodes take 0.2 s under the hub's lock
 // (BenchmarkCrossing5000), and the page asks again on every hover.
 type crossings struct {

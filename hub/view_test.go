@@ -108,12 +108,12 @@ func TestPageViews(t *testing.T) {
 	base := "http://" + h.Addr().String()
 
 	var m matrixView
-	getJSON(t, base+MatrixPath, &m)
+	getJSON(t, base+api.MatrixPath, &m)
 	if m.Focus == nil || m.Focus.Path != api.PathNodeToNode || m.Focus.Protocol != api.ProtocolTCPSYN {
 		t.Errorf("focus %+v, want node_to_node tcp_syn", m.Focus)
 	}
 	// Gzipped when asked (3.7 MB of matrix at 5,000 nodes), the same JSON.
-	req, _ := http.NewRequest("GET", base+MatrixPath, nil)
+	req, _ := http.NewRequest("GET", base+api.MatrixPath, nil)
 	req.Header.Set("Accept-Encoding", "gzip")
 	resp, err := (&http.Transport{DisableCompression: true}).RoundTrip(req)
 	if err != nil {
@@ -125,11 +125,11 @@ func TestPageViews(t *testing.T) {
 	}
 	unzipped, _ := io.ReadAll(zr)
 	resp.Body.Close()
-	if plain := getPlain(t, base+MatrixPath); string(unzipped) != plain {
+	if plain := getPlain(t, base+api.MatrixPath); string(unzipped) != plain {
 		t.Errorf("gzipped matrix differs from the plain one")
 	}
 	var f matrix.Fabric
-	getJSON(t, base+FabricPath, &f)
+	getJSON(t, base+api.FabricPath, &f)
 	roles := map[string]string{}
 	for _, d := range f.Devices {
 		roles[d.Name] = d.Role
@@ -138,39 +138,39 @@ func TestPageViews(t *testing.T) {
 		t.Errorf("fabric roles %v", roles)
 	}
 	var c crossing
-	getJSON(t, base+FabricCellsPath+"?device=spine2", &c)
+	getJSON(t, base+api.FabricCellsPath+"?device=spine2", &c)
 	if len(c.Cells) != 1 || c.Cells[0].Source != "n11" || c.Cells[0].Target != "n21" || c.Cells[0].LossyFlows != 1 {
 		t.Errorf("cells of spine2: %+v, want n11->n21 with its one lossy flow", c.Cells)
 	}
-	getJSON(t, base+FabricCellsPath+"?device=spine1", &c)
+	getJSON(t, base+api.FabricCellsPath+"?device=spine1", &c)
 	if len(c.Cells) != 1 || c.Cells[0].LossyFlows != 0 || c.Cells[0].Flows != 1 {
 		t.Errorf("cells of spine1: %+v, want n11->n21 with one clean flow", c.Cells)
 	}
-	if code, _ := do(t, "GET", base+FabricCellsPath, nil); code != http.StatusBadRequest {
+	if code, _ := do(t, "GET", base+api.FabricCellsPath, nil); code != http.StatusBadRequest {
 		t.Errorf("cells without a device: %d, want 400", code)
 	}
 	var hist History
-	getJSON(t, base+HistoryPath, &hist)
+	getJSON(t, base+api.HistoryPath, &hist)
 	if hist.WindowSeconds != 3600 || hist.Suspects == nil {
 		t.Errorf("history %+v", hist)
 	}
 
 	cell := url.Values{"source": {"n11"}, "target": {"n21"}, "path": {api.PathNodeToNode}, "family": {api.FamilyIPv4}}.Encode()
 	page := http.Header{PageHeader: {"1"}}
-	if code, body := do(t, "POST", base+TracePath+"?"+cell, nil); code != http.StatusForbidden || asked.Load() != 0 {
+	if code, body := do(t, "POST", base+api.TracePath+"?"+cell, nil); code != http.StatusForbidden || asked.Load() != 0 {
 		t.Errorf("a trace without the page's header: %d %q, agent asked %d times", code, body, asked.Load())
 	}
-	if code, body := do(t, "POST", base+TracePath+"?source=n21&target=n11&path=node_to_lb&family=ipv4", page); code != http.StatusNotFound {
+	if code, body := do(t, "POST", base+api.TracePath+"?source=n21&target=n11&path=node_to_lb&family=ipv4", page); code != http.StatusNotFound {
 		t.Errorf("a cell nobody probes: %d %q, want 404", code, body)
 	}
 	// Two at once from one agent: the second is refused, not queued.
 	second := make(chan int, 1)
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		code, _ := do(t, "POST", base+TracePath+"?"+cell, page)
+		code, _ := do(t, "POST", base+api.TracePath+"?"+cell, page)
 		second <- code
 	}()
-	code, body := do(t, "POST", base+TracePath+"?"+cell, page)
+	code, body := do(t, "POST", base+api.TracePath+"?"+cell, page)
 	if code != http.StatusOK {
 		t.Fatalf("trace: %d %s", code, body)
 	}
@@ -209,7 +209,7 @@ func TestPageViews(t *testing.T) {
 	}
 	// The agent's refusal (its budget) is passed on, with when to retry.
 	status.Store(http.StatusTooManyRequests)
-	req, _ = http.NewRequest("POST", base+TracePath+"?"+cell, nil)
+	req, _ = http.NewRequest("POST", base+api.TracePath+"?"+cell, nil)
 	req.Header.Set(PageHeader, "1")
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {

@@ -2,9 +2,6 @@ package matrix
 
 import "time"
 
-// DiagnosisPath is where the matrix process serves the Diagnosis.
-const DiagnosisPath = "/api/v1/diagnosis"
-
 // Diagnosis is what Localize concludes, served as /api/v1/diagnosis.
 type Diagnosis struct {
 	Time time.Time `json:"time"`

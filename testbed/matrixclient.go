@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/netprober/prober/api"
-	"github.com/netprober/prober/hub"
 	"github.com/netprober/prober/matrix"
 )
 
@@ -36,13 +35,13 @@ type MatrixView struct {
 // Matrix fetches the loss matrix.
 func (m MatrixClient) Matrix(ctx context.Context) (MatrixView, error) {
 	var v MatrixView
-	return v, m.get(ctx, hub.MatrixPath, &v)
+	return v, m.get(ctx, api.MatrixPath, &v)
 }
 
 // Diagnosis fetches the diagnosis.
 func (m MatrixClient) Diagnosis(ctx context.Context) (matrix.Diagnosis, error) {
 	var d matrix.Diagnosis
-	return d, m.get(ctx, matrix.DiagnosisPath, &d)
+	return d, m.get(ctx, api.DiagnosisPath, &d)
 }
 
 // Plan is the matrix's /api/v1/plan: every agent's plan, or with node

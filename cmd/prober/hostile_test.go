@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/netprober/prober/api"
-	"github.com/netprober/prober/hub"
 	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/matrix/matrixsim"
 	"github.com/netprober/prober/probe/probetest"
@@ -282,7 +281,7 @@ func (m *proc) slowReaders(t *testing.T, n int) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: m\r\n\r\n", hub.MatrixPath)
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: m\r\n\r\n", api.MatrixPath)
 		if tc, ok := c.(*net.TCPConn); ok {
 			tc.SetReadBuffer(4096)
 		}
@@ -302,7 +301,7 @@ func (m *proc) hold(d time.Duration) (peak int64, failures []string) {
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
 		peak = max(peak, rssOf(m.cmd.Process.Pid))
-		for _, path := range []string{"/healthz", "/api/v1/matrix", matrix.DiagnosisPath, "/metrics"} {
+		for _, path := range []string{"/healthz", api.MatrixPath, api.DiagnosisPath, "/metrics"} {
 			start := time.Now()
 			resp, err := client.Get(m.base + path)
 			if err != nil {
@@ -314,7 +313,7 @@ func (m *proc) hold(d time.Duration) (peak int64, failures []string) {
 			if resp.StatusCode != 200 || len(b) == 0 {
 				fail("%s: %s, %d bytes, after %v", path, resp.Status, len(b), time.Since(start))
 			}
-			if path == matrix.DiagnosisPath {
+			if path == api.DiagnosisPath {
 				var diag matrix.Diagnosis
 				if err := json.Unmarshal(b, &diag); err != nil {
 					fail("diagnosis: %v", err)
