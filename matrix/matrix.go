@@ -48,8 +48,7 @@ type agentState struct {
 	// rack is its rack label; hopRack the rack its first hop firstHop
 	// names (racks.go), "" when it reported none.
 	rack, firstHop, hopRack string
-	seen, reported          time.Time
-	window                  float64
+	seen                    time.Time
 
 	targets []targetRec
 	protos  []protoRec
@@ -149,7 +148,7 @@ func (m *Matrix) Observe(now time.Time, obs api.Observations) error {
 		// Resolved on change only: a first hop changes with the cabling.
 		a.firstHop, a.hopRack = obs.Agent.FirstHop, m.hopRack(obs.Agent.FirstHop)
 	}
-	a.seen, a.reported, a.window = now, obs.Time, clampSeconds(obs.WindowSeconds)
+	a.seen = now
 	m.added = 0
 	a.targets, a.protos, a.flows = a.targets[:0], a.protos[:0], a.flows[:0]
 	a.hops, a.backends = a.hops[:0], a.backends[:0]
