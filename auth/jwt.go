@@ -116,7 +116,7 @@ func (k *Keys) Verify(token, audience string, now time.Time) (*Claims, error) {
 	if !ok {
 		return nil, ErrUnknownKey
 	}
-	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	sig, err := b64.DecodeString(parts[2])
 	if err != nil {
 		return nil, errors.New("token signature: not base64url")
 	}
@@ -215,8 +215,13 @@ func digest(alg, family, signed string) ([]byte, crypto.Hash) {
 	return nil, 0
 }
 
+// b64 is JWT's base64url, strict: the unused low bits of a last
+// character must be zero, so a token has one spelling. Lenient, an RSA
+// signature had 16, each a new token to cache.
+var b64 = base64.RawURLEncoding.Strict()
+
 func b64int(s string) (*big.Int, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	b, err := b64.DecodeString(s)
 	if err != nil || len(b) == 0 {
 		return nil, errors.New("not base64url")
 	}
@@ -224,7 +229,7 @@ func b64int(s string) (*big.Int, error) {
 }
 
 func b64json(s string, v any) error {
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	b, err := b64.DecodeString(s)
 	if err != nil {
 		return errors.New("not base64url")
 	}

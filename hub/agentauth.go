@@ -91,15 +91,24 @@ func (a *agentAuth) token(ctx context.Context, r *http.Request, now time.Time) (
 	a.mu.Lock()
 	c := a.verified[tok]
 	a.mu.Unlock()
-	if c == nil || !now.Before(c.Expiry) {
-		var err error
-		if c, err = a.verify(ctx, tok, now); err != nil {
-			return nil, refuse(http.StatusUnauthorized, "invalid", "token: %v", err)
-		}
+	if c != nil && now.Before(c.Expiry) {
+		return c, nil
+	}
+	c, err := a.verify(ctx, tok, now)
+	if err != nil {
+		return nil, refuse(http.StatusUnauthorized, "invalid", "token: %v", err)
 	}
 	if c.Namespace != a.namespace || c.ServiceAccount != a.sa {
 		return nil, refuse(http.StatusForbidden, "serviceaccount", "token of %s/%s, want the agents' ServiceAccount %s/%s", c.Namespace, c.ServiceAccount, a.namespace, a.sa)
 	}
+	// Only the agents' tokens are cached: any pod's token verifies, and
+	// foreign ones would flush the agents' out of the bounded cache.
+	a.mu.Lock()
+	if len(a.verified) >= maxVerified {
+		clear(a.verified)
+	}
+	a.verified[tok] = c
+	a.mu.Unlock()
 	return c, nil
 }
 
@@ -116,33 +125,40 @@ func (a *agentAuth) verify(ctx context.Context, tok string, now time.Time) (*aut
 		}
 		c, err = keys.Verify(tok, api.AgentTokenAudience, now)
 	}
-	if err != nil {
-		return nil, err
-	}
-	a.mu.Lock()
-	if len(a.verified) >= maxVerified {
-		clear(a.verified)
-	}
-	a.verified[tok] = c
-	a.mu.Unlock()
-	return c, nil
+	return c, err
 }
 
 // signingKeys returns the API server's keys, fetching them the first time
 // and, when refresh is asked, again at most every refetchEvery: a flood
 // of tokens signed by unknown keys costs the API server one request per
-// 10 s.
+// 10 s. Once keys are held, no check waits for a refetch but the one
+// that asked for it: the others verify with the keys held, and a refresh
+// asked while one runs gets them too (its token fails as an unknown key;
+// the agent asks again).
 func (a *agentAuth) signingKeys(ctx context.Context, refresh bool) (*auth.Keys, error) {
-	// fetching serializes fetches without holding mu, which the cached
-	// tokens' checks take.
-	a.fetching.Lock()
-	defer a.fetching.Unlock()
-	a.mu.Lock()
-	cur, fetched := a.current, a.fetched
-	a.mu.Unlock()
-	if cur != nil && (!refresh || time.Since(fetched) < refetchEvery) {
+	held := func() (*auth.Keys, bool) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.current, a.current != nil && (!refresh || time.Since(a.fetched) < refetchEvery)
+	}
+	cur, ok := held()
+	if ok {
 		return cur, nil
 	}
+	// fetching serializes fetches without holding mu, which the cached
+	// tokens' checks take.
+	if cur == nil {
+		a.fetching.Lock()
+	} else if !a.fetching.TryLock() {
+		return cur, nil
+	}
+	defer a.fetching.Unlock()
+	if cur, ok = held(); ok { // fetched while this one waited
+		return cur, nil
+	}
+	a.mu.Lock()
+	fetched := a.fetched
+	a.mu.Unlock()
 	if cur == nil && time.Since(fetched) < time.Second {
 		a.mu.Lock()
 		defer a.mu.Unlock()

@@ -2,6 +2,10 @@ package hub
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +15,8 @@ import (
 	"time"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/auth"
+	"github.com/netprober/prober/auth/authtest"
 	"github.com/netprober/prober/config"
 )
 
@@ -80,5 +86,92 @@ func TestPullKeySecretShared(t *testing.T) {
 	c, d := newAgentAuth(nil, "prober", "prober-agent", nil), newAgentAuth(nil, "prober", "prober-agent", nil)
 	if c.pullKey("n11") == d.pullKey("n11") {
 		t.Error("drawn secrets gave equal keys")
+	}
+}
+
+// TestTokenChecksBesideARefetch: a token naming an unknown key makes the
+// matrix fetch the API server's keys again; while that fetch hangs, other
+// agents' new tokens verify with the keys held, and another unknown key
+// is refused at once rather than queued. Tokens of other ServiceAccounts
+// are refused and never cached, so they cannot flush the agents'.
+func TestTokenChecksBesideARefetch(t *testing.T) {
+	ek, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known, unknown := authtest.Signer{Kid: "k1", EC: ek}, authtest.Signer{Kid: "k9", EC: other}
+	keys, err := auth.ParseKeys(authtest.Issuer, authtest.JWKS(known))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fetches atomic.Int32
+	release := make(chan struct{})
+	hanging := make(chan struct{})
+	a := newAgentAuth(func(ctx context.Context) (*auth.Keys, error) {
+		if fetches.Add(1) > 1 {
+			close(hanging)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return keys, nil
+	}, "prober", "prober-agent", nil)
+	now := time.Now()
+	token := func(s authtest.Signer, sa, pod string) string {
+		return s.Token(t, "ES256", authtest.Claims(now, api.AgentTokenAudience, "prober", sa, pod, "uid-"+pod, nil))
+	}
+	check := func(tok string) *authError {
+		r := httptest.NewRequest("GET", api.AgentPlanPath+"x", nil)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		_, err := a.token(t.Context(), r, now)
+		return err
+	}
+	if err := check(token(known, "prober-agent", "p1")); err != nil {
+		t.Fatalf("an agent's token: %v", err)
+	}
+	a.mu.Lock()
+	a.fetched = a.fetched.Add(-refetchEvery) // a refetch is due
+	a.mu.Unlock()
+	refetched := make(chan *authError, 1)
+	go func() { refetched <- check(token(unknown, "prober-agent", "p2")) }()
+	select {
+	case <-hanging:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a token of an unknown key did not refetch the keys")
+	}
+	done := make(chan [2]*authError, 1)
+	go func() {
+		done <- [2]*authError{check(token(known, "prober-agent", "p3")), check(token(unknown, "prober-agent", "p4"))}
+	}()
+	select {
+	case errs := <-done:
+		if errs[0] != nil || errs[1] == nil || errs[1].status != http.StatusUnauthorized {
+			t.Errorf("beside a hanging refetch: a new agent token %v (want accepted), another unknown key %v (want 401)", errs[0], errs[1])
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("a new agent token waited behind the refetch")
+	}
+	close(release)
+	if err := <-refetched; err == nil || err.status != http.StatusUnauthorized {
+		t.Errorf("the unknown key's token after the refetch: %v, want 401", err)
+	}
+	if n := fetches.Load(); n != 2 {
+		t.Errorf("%d fetches of the keys, want 2: the first and one refetch", n)
+	}
+	for i := range 100 {
+		if err := check(token(known, "someone-else", fmt.Sprint("f", i))); err == nil || err.status != http.StatusForbidden {
+			t.Fatalf("a token of another ServiceAccount: %v, want 403", err)
+		}
+	}
+	a.mu.Lock()
+	cached := len(a.verified)
+	a.mu.Unlock()
+	if cached != 2 {
+		t.Errorf("%d tokens cached, want the 2 agents' only", cached)
 	}
 }
