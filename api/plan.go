@@ -36,6 +36,10 @@ type Peer struct {
 	// peer's node agent, a pod peer itself): the matrix checks that the
 	// agent's token names it.
 	Pod string `json:"pod,omitempty"`
+	// PodUID is that pod's UID, which its token must name too: a pod
+	// deleted and created again under its name is another pod. Neither
+	// is sent to agents.
+	PodUID string `json:"podUID,omitempty"`
 	// Labels are node, zone and rack when known.
 	Labels map[string]string `json:"labels,omitempty"`
 	// Backends are, for an lb peer, the node and pod peers behind it.

@@ -181,14 +181,22 @@ func (a *agentAuth) signingKeys(ctx context.Context, refresh bool) (*auth.Keys, 
 	return k, nil
 }
 
-// bind checks that the token's pod is the agent's pod discovery found:
-// a pod may fetch its own plan and be pulled with its own key only.
-func (a *agentAuth) bind(c *auth.Claims, name, pod string) *authError {
+// agentPod is the pod discovery found for an agent.
+type agentPod struct{ name, uid string }
+
+// bind checks that the token's pod is the agent's pod discovery found,
+// by name and, when discovery knows it, by UID: a pod may fetch its own
+// plan and be pulled with its own key only, and a deleted pod's token
+// does not serve the pod created under its name after it.
+func (a *agentAuth) bind(c *auth.Claims, name, pod, uid string) *authError {
 	if c == nil {
 		return nil
 	}
 	if c.Pod != pod {
 		return refuse(http.StatusForbidden, "pod", "token of pod %s, but agent %s is pod %s", c.Pod, name, pod)
+	}
+	if uid != "" && c.PodUID != uid {
+		return refuse(http.StatusForbidden, "pod_uid", "token of pod %s with UID %.64q, but the pod %s is now UID %s: a token of a pod deleted since", c.Pod, c.PodUID, pod, uid)
 	}
 	return nil
 }

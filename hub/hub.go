@@ -44,11 +44,11 @@ type Hub struct {
 	fabric matrix.Fabric
 	focus  *matrix.Focus // the view the page opens on
 	hist   history
-	agents []string          // base URLs pulled each round
-	names  map[string]string // agent name by URL, from discovery
-	pods   map[string]string // agent pod by agent name, from discovery
-	auth   *agentAuth        // nil without discovery: kubernetes
-	pulls  map[string]*pull  // by agent URL
+	agents []string            // base URLs pulled each round
+	names  map[string]string   // agent name by URL, from discovery
+	pods   map[string]agentPod // agent pod by agent name, from discovery
+	auth   *agentAuth          // nil without discovery: kubernetes
+	pulls  map[string]*pull    // by agent URL
 	// owner is the URL each agent name's accepted reports come from, and
 	// owned its reverse: a name never moves to another address while
 	// its address is listed.

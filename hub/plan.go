@@ -52,10 +52,10 @@ func (h *Hub) SetPeers(peers []api.Peer, agents map[string]string) {
 		urls = append(urls, u)
 		names[u] = name
 	}
-	pods := make(map[string]string, len(agents))
+	pods := make(map[string]agentPod, len(agents))
 	for _, p := range peers {
 		if p.Pod != "" {
-			pods[p.Name] = p.Pod
+			pods[p.Name] = agentPod{p.Pod, p.PodUID}
 		}
 	}
 	h.SetAgents(urls)
@@ -212,7 +212,7 @@ func (h *Hub) keyAgent(w http.ResponseWriter, claims *auth.Claims, name string) 
 	h.mu.Lock()
 	pod := h.pods[name]
 	h.mu.Unlock()
-	if err := h.auth.bind(claims, name, pod); err != nil {
+	if err := h.auth.bind(claims, name, pod.name, pod.uid); err != nil {
 		h.refuseAgent(w, name, err)
 		return false
 	}

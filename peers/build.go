@@ -68,7 +68,7 @@ func podPeer(p *corev1.Pod, node *corev1.Node, rackLabel string, port uint16) (P
 	if node == nil || node.DeletionTimestamp != nil {
 		return Peer{}, false
 	}
-	return Peer{Name: p.Name, Class: ClassPod, Addr: addr, Addr6: addr6, Port: port, Labels: topology(node, rackLabel), Agent: true, AgentPod: p.Name}, true
+	return Peer{Name: p.Name, Class: ClassPod, Addr: addr, Addr6: addr6, Port: port, Labels: topology(node, rackLabel), Agent: true, AgentPod: p.Name, AgentPodUID: string(p.UID)}, true
 }
 
 // podServing: Running, Ready, scheduled, not being deleted.

@@ -282,21 +282,22 @@ func (l *listers) snapshot() []Peer {
 	for _, n := range nodes {
 		byName[n.Name] = n
 	}
-	agents := map[string]string{} // node name -> its node agent's pod
+	agents := map[string]*corev1.Pod{} // node name -> its node agent's pod
 	nodePods, _ := l.nodePods.List(everything)
 	for _, p := range nodePods {
 		// Two serving (a rollout's overlap): the first by name, so that
 		// equal caches give equal snapshots.
-		if q, ok := agents[p.Spec.NodeName]; podServing(p) && (!ok || p.Name < q) {
-			agents[p.Spec.NodeName] = p.Name
+		if q, ok := agents[p.Spec.NodeName]; podServing(p) && (!ok || p.Name < q.Name) {
+			agents[p.Spec.NodeName] = p
 		}
 	}
 	podPods, _ := l.podPods.List(everything)
 	out := make([]Peer, 0, len(nodes)+len(podPods)+2)
 	for _, n := range nodes {
 		if p, ok := nodePeer(n, l.rackLabel, l.port); ok {
-			p.AgentPod = agents[n.Name]
-			p.Agent = p.AgentPod != ""
+			if a := agents[n.Name]; a != nil {
+				p.Agent, p.AgentPod, p.AgentPodUID = true, a.Name, string(a.UID)
+			}
 			out = append(out, p)
 		}
 	}

@@ -39,6 +39,20 @@ func TestKubeAgentAuth(t *testing.T) {
 	own := tok(config.DefaultAgentServiceAccount, "prober-node-"+node, api.AgentTokenAudience)
 	reviews := apiMetric(t, s, "apiserver_request_total", `resource="tokenreviews"`)
 	keys := map[string]bool{}
+	get := func(agent, token string) (status int, key string, body []byte) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, m.URL+api.AgentPlanPath+agent+"?wait=1", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get(api.PullKeyHeader), body
+	}
 	for _, tc := range []struct {
 		name, agent, token string
 		status             int
@@ -52,19 +66,9 @@ func TestKubeAgentAuth(t *testing.T) {
 		{"the matrix's token, bound to no pod", node, tok("prober-matrix", "", api.AgentTokenAudience), 401},
 		{"a token with its signature cut", node, own[:strings.LastIndex(own, ".")+1] + "AAAA", 401},
 	} {
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, m.URL+api.AgentPlanPath+tc.agent+"?wait=1", nil)
-		if tc.token != "" {
-			req.Header.Set("Authorization", "Bearer "+tc.token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		resp.Body.Close()
-		key := resp.Header.Get(api.PullKeyHeader)
-		if resp.StatusCode != tc.status || (tc.status == 200) != (key != "") {
-			t.Errorf("%s: %s (%.200s), pull key %q; want %d, and a key only with 200", tc.name, resp.Status, body, key, tc.status)
+		status, key, body := get(tc.agent, tc.token)
+		if status != tc.status || (tc.status == 200) != (key != "") {
+			t.Errorf("%s: %d (%.200s), pull key %q; want %d, and a key only with 200", tc.name, status, body, key, tc.status)
 		}
 		if key != "" {
 			keys[tc.agent+" "+key] = true
@@ -75,6 +79,34 @@ func TestKubeAgentAuth(t *testing.T) {
 	}
 	if n := apiMetric(t, s, "apiserver_request_total", `resource="tokenreviews"`) - reviews; n != 0 {
 		t.Errorf("%v TokenReviews while the matrix checked tokens, want 0", n)
+	}
+
+	// The pod agent deleted and created again under its name, as a
+	// StatefulSet or a hand would: the old pod's token, still unexpired,
+	// must not serve the new pod; the new pod's does.
+	old := tok(config.DefaultAgentServiceAccount, podAgent, api.AgentTokenAudience)
+	pods := admin.CoreV1().Pods(config.DefaultNamespace)
+	p, err := pods.Get(t.Context(), podAgent, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Delete(t.Context(), podAgent, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := createAgentPod(t.Context(), admin, podAgent, "pod", p.Spec.NodeName, p.Status.PodIP); err != nil {
+		t.Fatal(err)
+	}
+	renewed := tok(config.DefaultAgentServiceAccount, podAgent, api.AgentTokenAudience)
+	var oldStatus, newStatus int
+	var body []byte
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		oldStatus, _, body = get(podAgent, old)
+		if newStatus, _, _ = get(podAgent, renewed); oldStatus == 403 && newStatus == 200 {
+			break
+		}
+	}
+	if oldStatus != 403 || newStatus != 200 || !strings.Contains(string(body), "UID") {
+		t.Errorf("after %s was created again: its old pod's token %d (%.200s), the new pod's %d; want 403 naming the UID, and 200", podAgent, oldStatus, body, newStatus)
 	}
 }
 

@@ -97,6 +97,9 @@ type Peer struct {
 	// AgentPod is the agent's pod: a node peer's node agent, a pod
 	// peer itself. The matrix checks the agent's token names it.
 	AgentPod string
+	// AgentPodUID is that pod's UID: a pod deleted and created again
+	// under its name is another pod, whose tokens are not the old one's.
+	AgentPodUID string
 	// Backends are, for an lb peer, the names of the node and pod peers
 	// that serve it: its Service's ready endpoints that are peers, sorted.
 	// Endpoints that are no peer are left out.
@@ -115,7 +118,7 @@ func (p Peer) String() string {
 // Equal reports whether p and q are the same in every field.
 func (p Peer) Equal(q Peer) bool {
 	return p.Name == q.Name && p.Class == q.Class && p.Addr == q.Addr && p.Addr6 == q.Addr6 && p.Port == q.Port &&
-		p.Unschedulable == q.Unschedulable && p.Agent == q.Agent && p.AgentPod == q.AgentPod && maps.Equal(p.Labels, q.Labels) &&
+		p.Unschedulable == q.Unschedulable && p.Agent == q.Agent && p.AgentPod == q.AgentPod && p.AgentPodUID == q.AgentPodUID && maps.Equal(p.Labels, q.Labels) &&
 		slices.Equal(p.Backends, q.Backends) && p.HTTP2 == q.HTTP2
 }
 
@@ -158,7 +161,7 @@ func Wire(ps []Peer) []api.Peer {
 	out := make([]api.Peer, len(ps))
 	for i, p := range ps {
 		w := api.Peer{Name: p.Name, Class: p.Class, Address: p.Addr.String(), Port: p.Port,
-			Labels: p.Labels, Backends: p.Backends, Pod: p.AgentPod}
+			Labels: p.Labels, Backends: p.Backends, Pod: p.AgentPod, PodUID: p.AgentPodUID}
 		if p.Addr6.IsValid() {
 			w.Addresses = []string{w.Address, p.Addr6.String()}
 		}

@@ -88,7 +88,7 @@ func (p *Plans) Agent(name string) (api.AgentPlan, bool) {
 		// The pod behind a peer is the matrix's to check tokens with;
 		// an agent needs none, and a restarted peer agent must not
 		// change every plan that probes it.
-		t.Pod = ""
+		t.Pod, t.PodUID = "", ""
 		if self.Class == api.ClassPod && t.HTTP2 != nil && t.HTTP2.APIServer {
 			t.HTTP2 = &api.PeerHTTP2{Mode: api.HTTP2None}
 		}

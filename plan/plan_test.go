@@ -166,8 +166,8 @@ func TestVersionCoversEveryField(t *testing.T) {
 	check := func(what string, pick func(*api.AgentPlan) reflect.Value) {
 		typ := pick(&api.AgentPlan{Targets: []Peer{{HTTP2: &api.PeerHTTP2{}}}}).Type()
 		for i := range typ.NumField() {
-			if n := typ.Field(i).Name; n == "Version" || what == "Peer" && n == "Pod" {
-				continue // Pod: Plans.Agent never sends it (TestAgentPlanSendsNoPod)
+			if n := typ.Field(i).Name; n == "Version" || what == "Peer" && (n == "Pod" || n == "PodUID") {
+				continue // Pods: Plans.Agent never sends them (TestAgentPlanSendsNoPod)
 			}
 			a := base()
 			change(pick(&a), i)
@@ -187,14 +187,14 @@ func TestVersionCoversEveryField(t *testing.T) {
 func TestAgentPlanSendsNoPod(t *testing.T) {
 	t.Parallel()
 	peers := []Peer{
-		{Name: "n1", Class: api.ClassNode, Address: "192.0.2.1", Pod: "prober-node-a"},
-		{Name: "n2", Class: api.ClassNode, Address: "192.0.2.2", Pod: "prober-node-b"},
+		{Name: "n1", Class: api.ClassNode, Address: "192.0.2.1", Pod: "prober-node-a", PodUID: "u1"},
+		{Name: "n2", Class: api.ClassNode, Address: "192.0.2.2", Pod: "prober-node-b", PodUID: "u2"},
 	}
 	p := Build(peers, BuildOptions{})
 	before, _ := p.Agent("n1")
-	peers[1].Pod = "prober-node-c"
+	peers[1].Pod, peers[1].PodUID = "prober-node-c", "u3"
 	after, _ := Build(peers, BuildOptions{}).Agent("n1")
-	if len(before.Targets) != 1 || before.Targets[0].Pod != "" {
+	if len(before.Targets) != 1 || before.Targets[0].Pod != "" || before.Targets[0].PodUID != "" {
 		t.Errorf("n1's plan: %+v, want n2 without its pod", before.Targets)
 	}
 	if before.Version != after.Version {
