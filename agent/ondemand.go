@@ -36,8 +36,14 @@ func refuse(status int, format string, args ...any) *refusal {
 
 // serveTrace is POST api.TracePath?target=NAME&family=ipv4|ipv6: it
 // traces every tcp_syn flow of that target now and answers an
-// api.TraceResult (docs/agent.md). The pull guard leaves it to the matrix.
+// api.TraceResult (docs/agent.md). The pull guard leaves it to the matrix;
+// an agent that follows none (static mode) still asks for
+// api.TraceHeader, which a foreign page in a browser cannot send.
 func (a *Agent) serveTrace(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(api.TraceHeader) == "" {
+		http.Error(w, "a trace is asked for by the matrix or prober trace: set the "+api.TraceHeader+" header", http.StatusForbidden)
+		return
+	}
 	if a.paths == nil {
 		msg := "this agent does not probe tcp_syn (probing.protocols): it has no flows to trace"
 		if !a.cfg.Probing.Trace.On() {

@@ -98,6 +98,7 @@ targets:
 	post := func(auth string) (int, http.Header, []byte) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, url, nil)
+		req.Header.Set(api.TraceHeader, "1")
 		if auth != "" {
 			req.Header.Set("Authorization", "Bearer "+auth)
 		}

@@ -55,8 +55,25 @@ func requestAgent(t *testing.T, budget int, tokens float64) (*Agent, time.Time) 
 
 func postTrace(a *Agent, query string) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
-	a.serveTrace(w, httptest.NewRequest(http.MethodPost, api.TracePath+"?"+query, nil))
+	r := httptest.NewRequest(http.MethodPost, api.TracePath+"?"+query, nil)
+	r.Header.Set(api.TraceHeader, "1")
+	a.serveTrace(w, r)
 	return w
+}
+
+// TestTraceNeedsItsHeader: a trace request without api.TraceHeader, as a
+// foreign page's no-cors POST in an operator's browser sends it, is
+// refused before it spends anything, also on an agent that follows no
+// matrix (static mode, where no pull key guards the endpoint).
+func TestTraceNeedsItsHeader(t *testing.T) {
+	t.Parallel()
+	a, _ := requestAgent(t, 6, 6)
+	before := a.paths.tokens
+	w := httptest.NewRecorder()
+	a.serveTrace(w, httptest.NewRequest(http.MethodPost, api.TracePath+"?target=wide&family=ipv4", strings.NewReader("")))
+	if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), api.TraceHeader) || a.paths.tokens != before {
+		t.Errorf("a trace without %s: %d %q, budget %v -> %v; want 403 naming the header, nothing spent", api.TraceHeader, w.Code, w.Body, before, a.paths.tokens)
+	}
 }
 
 // TestTraceRequestRefused: every answer but a trace, each with a status

@@ -12,6 +12,11 @@ const (
 	// traces a cell of its page. On the matrix, POST ?source=&target=&
 	// path=&family= traces a cell's pair through its source's agent.
 	TracePath = "/api/v1/trace"
+	// TraceHeader must be set (to anything) on a POST to TracePath, on
+	// the matrix and on an agent: a cross-site form or no-cors fetch
+	// cannot set a header, so a foreign page open in an operator's
+	// browser cannot make either trace.
+	TraceHeader = "X-Prober-Trace"
 
 	// PlanPath is every agent's plan, for operators: who probes whom.
 	// ?node=NAME narrows it to that node's agents and adds who probes

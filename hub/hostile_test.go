@@ -258,3 +258,37 @@ func TestServedEndpointsAnswerTogether(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// TestPageProtections: the page and its script come with a CSP that runs
+// no inline script and lets no other site frame the page (a click on a
+// framed cell would trace), and a trace asked without api.TraceHeader,
+// as a cross-site form asks, is refused.
+func TestPageProtections(t *testing.T) {
+	h := newTestHub(t, []string{"http://192.0.2.11:9808"}, "rack")
+	srv := httptest.NewServer(h.srv.Handler)
+	t.Cleanup(srv.Close)
+	for _, path := range []string{"/", "/app.js"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		csp := resp.Header.Get("Content-Security-Policy")
+		if resp.StatusCode != 200 || len(body) == 0 || !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "script-src 'unsafe-inline'") ||
+			!strings.Contains(csp, "frame-ancestors 'none'") || resp.Header.Get("X-Frame-Options") != "DENY" {
+			t.Errorf("GET %s: %s, %d bytes, CSP %q, X-Frame-Options %q", path, resp.Status, len(body), csp, resp.Header.Get("X-Frame-Options"))
+		}
+		if path == "/" && (bytes.Contains(body, []byte("<script>")) || !bytes.Contains(body, []byte(`<script src="app.js">`))) {
+			t.Error("the page holds an inline script, or does not load app.js")
+		}
+	}
+	resp, err := http.Post(srv.URL+api.TracePath+"?source=a&target=b&path=node_to_node&family=ipv4", "application/x-www-form-urlencoded", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a trace without %s: %s, want 403", api.TraceHeader, resp.Status)
+	}
+}

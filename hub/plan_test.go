@@ -82,7 +82,7 @@ func TestServePlan(t *testing.T) {
 			probers[tg.Name] = append(probers[tg.Name], a.Name)
 		}
 	}
-	if page := get(t, base+"/"); !strings.Contains(page, `fetch("api/v1/plan?node=`) {
+	if page := get(t, base+"/app.js"); !strings.Contains(page, `fetch("api/v1/plan?node=`) {
 		t.Error("the page does not show who probes a node")
 	}
 	var one api.PlanView

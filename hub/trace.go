@@ -27,10 +27,6 @@ const (
 	maxTraces = 4
 	// traceTimeout bounds one trace, the agent's answer included.
 	traceTimeout = 60 * time.Second
-	// PageHeader must be set on a trace request: a cross-site form cannot
-	// set it, so another site open in the operator's browser cannot make
-	// the agents trace.
-	PageHeader = "X-Prober-Page"
 )
 
 // tracing bounds the traces in flight: maxTraces in all, one per agent.
@@ -73,8 +69,8 @@ type TraceView struct {
 // serveTrace traces a cell's pair now: the matrix picks the pair, asks its
 // agent (which spends its own trace budget) and names the hops.
 func (h *Hub) serveTrace(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get(PageHeader) == "" {
-		http.Error(w, "a trace is asked for by the matrix page: set the "+PageHeader+" header", http.StatusForbidden)
+	if r.Header.Get(api.TraceHeader) == "" {
+		http.Error(w, "a trace is asked for by the matrix page: set the "+api.TraceHeader+" header", http.StatusForbidden)
 		return
 	}
 	q := r.URL.Query()
@@ -140,6 +136,7 @@ func (h *Hub) askTrace(ctx context.Context, base string, p matrix.Pair) (api.Tra
 		return fail(http.StatusInternalServerError, err)
 	}
 	req.Header.Set("User-Agent", "prober-matrix/"+agent.Version)
+	req.Header.Set(api.TraceHeader, "1")
 	if h.auth != nil {
 		req.Header.Set("Authorization", "Bearer "+h.auth.pullKey(p.Agent))
 	}

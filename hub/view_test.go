@@ -156,7 +156,7 @@ func TestPageViews(t *testing.T) {
 	}
 
 	cell := url.Values{"source": {"n11"}, "target": {"n21"}, "path": {api.PathNodeToNode}, "family": {api.FamilyIPv4}}.Encode()
-	page := http.Header{PageHeader: {"1"}}
+	page := http.Header{api.TraceHeader: {"1"}}
 	if code, body := do(t, "POST", base+api.TracePath+"?"+cell, nil); code != http.StatusForbidden || asked.Load() != 0 {
 		t.Errorf("a trace without the page's header: %d %q, agent asked %d times", code, body, asked.Load())
 	}
@@ -210,7 +210,7 @@ func TestPageViews(t *testing.T) {
 	// The agent's refusal (its budget) is passed on, with when to retry.
 	status.Store(http.StatusTooManyRequests)
 	req, _ = http.NewRequest("POST", base+api.TracePath+"?"+cell, nil)
-	req.Header.Set(PageHeader, "1")
+	req.Header.Set(api.TraceHeader, "1")
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
