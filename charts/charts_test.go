@@ -167,8 +167,9 @@ func TestValuesFiles(t *testing.T) {
 			}},
 		{file: "rack-label.yaml", check: func(t *testing.T, objs map[string]object) {
 			m := objs["ConfigMap/prober-matrix"].Data["matrix.yaml"]
-			if !strings.Contains(m, `rackLabel: "topology.example.com/rack"`) || !strings.Contains(m, `"198.18.1.0/24": "spine1"`) {
-				t.Errorf("matrix.yaml lacks the rack label or the hops:\n%s", m)
+			if !strings.Contains(m, `rackLabel: "topology.example.com/rack"`) || !strings.Contains(m, `"198.18.1.0/24": "spine1"`) ||
+				!strings.Contains(m, `hosts: ["prober.example.com","*.prober.example.org"]`) {
+				t.Errorf("matrix.yaml lacks the rack label, the hops or the hosts:\n%s", m)
 			}
 		}},
 		{file: "apiserver-lb.yaml", check: func(t *testing.T, objs map[string]object) {
@@ -232,6 +233,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"an unknown key", "probng: {interval: 1s}", "probng"},
 		{"a pull policy", "image: {pullPolicy: Sometimes}", "pullPolicy"},
 		{"apiServerLB without a port", "matrix: {apiServerLB: 198.18.0.10}", "apiServerLB"},
+		{"a URL for a host name", "matrix: {hosts: [\"http://m.example.com:9809\"]}", "hosts"},
 		{"NetworkPolicies without node CIDRs", "networkPolicy: {enabled: true}", "nodeCIDRs"},
 		{"a CPU quantity", "nodeAgent: {resources: {limits: {cpu: lots}}}", "cpu"},
 	} {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/netprober/prober/matrix"
@@ -47,7 +48,14 @@ type Matrix struct {
 	Cells bool `json:"cells,omitempty"`
 	// Thresholds tune localization; see docs/localization.md.
 	Thresholds MatrixThresholds `json:"thresholds,omitempty"`
-	Log        string           `json:"log,omitempty"`
+	// Hosts are the names the matrix answers to besides IP addresses,
+	// localhost and, with discovery: kubernetes, its Service's names
+	// (an Ingress's host, say; "*.example.com" for every name under
+	// one). A request naming another Host is refused, so a page that
+	// rebinds its own name to the matrix (through an operator's
+	// kubectl port-forward) cannot read it or trace.
+	Hosts []string `json:"hosts,omitempty"`
+	Log   string   `json:"log,omitempty"`
 }
 
 // MatrixThresholds mirror matrix.Thresholds; zero takes
@@ -208,8 +216,32 @@ func (c *Matrix) Validate() error {
 		}
 		bad(field, format, args...)
 	})
+	for i, h := range c.Hosts {
+		if !validHostName(strings.TrimPrefix(h, "*.")) {
+			bad(fmt.Sprintf("hosts[%d]", i), "%q is not a DNS name such as matrix.example.com or *.example.com (no scheme, port or path)", h)
+		}
+	}
 	if c.Log != "json" && c.Log != "text" {
 		bad("log", "%q not one of json, text", c.Log)
 	}
 	return errors.Join(errs...)
+}
+
+// validHostName: letters, digits and hyphens in dot-separated labels of
+// 1-63 characters, 253 at most, as DNS names are.
+func validHostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for l := range strings.SplitSeq(s, ".") {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, r := range l {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -51,6 +51,8 @@ func TestMatrixBad(t *testing.T) {
 		"plan":          {"listen: 198.18.1.11:9809\nagents: [http://a:1]\nplan: {maxTargets: -1}\n", "plan.maxTargets"},
 		"plan ingroup":  {"listen: 198.18.1.11:9809\nagents: [http://a:1]\nplan: {inGroup: 2}\n", "plan.inGroup"},
 		"plan rotation": {"listen: 198.18.1.11:9809\nagents: [http://a:1]\nplan: {rotation: 5s}\n", "plan.rotation"},
+		"host url":      {"listen: 198.18.1.11:9809\nagents: [http://a:1]\nhosts: [ok.example.com, \"http://m.example.com:9809\"]\n", "hosts[1]"},
+		"host label":    {"listen: 198.18.1.11:9809\nagents: [http://a:1]\nhosts: [\"-bad.example.com\"]\n", "hosts[0]"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

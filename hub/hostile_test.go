@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/probe/probetest"
 )
 
@@ -139,7 +140,7 @@ func TestOneClientCannotStarve(t *testing.T) {
 	for range 8 {
 		c := probetest.DialFrom(t, attacker, addr)
 		conns = append(conns, c)
-		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", poll)
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", poll)
 	}
 	waitFor(t, "the attacker's polls in flight", func() bool { held = h.guard.InFlight(); return held == 4 })
 	// 4: its first, then 3 shared slots; the shared cap ends it before
@@ -290,5 +291,70 @@ func TestPageProtections(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a trace without %s: %s, want 403", api.TraceHeader, resp.Status)
+	}
+}
+
+// TestHostNames: a request naming a Host the matrix does not go by (a
+// page that rebound its own name to the matrix, through an operator's
+// port-forward) is refused, the page and the trace included; addresses,
+// localhost, configured names and, with discovery, the Service's names
+// pass.
+func TestHostNames(t *testing.T) {
+	cfg := &config.Matrix{Hosts: []string{"matrix.example.com", "*.prober.example.org"}}
+	static := newHostNames(cfg)
+	kube := newHostNames(&config.Matrix{Discovery: config.DiscoveryKubernetes, Kubernetes: &config.Kubernetes{Namespace: "monitoring"}})
+	for _, tc := range []struct {
+		host         string
+		static, kube bool
+	}{
+		{"198.51.100.7:9809", true, true},
+		{"[2001:db8::7]:9809", true, true},
+		{"localhost:9809", true, true},
+		{"LOCALHOST.", true, true},
+		{"app.localhost", true, true},
+		{"matrix.example.com", true, false},
+		{"a.prober.example.org:80", true, false},
+		{"prober.example.org", false, false},
+		{"prober-matrix", false, true},
+		{"prober-matrix.monitoring.svc:9809", false, true},
+		{"prober-matrix.monitoring.svc.cluster.local", false, true},
+		{"prober-matrix.prober.svc", false, false},
+		{"rebind.attacker.example", false, false},
+		{"198.51.100.7.attacker.example", false, false},
+		{"", false, false},
+	} {
+		if got := static.allowed(tc.host); got != tc.static {
+			t.Errorf("static, hosts %v: Host %q allowed %v, want %v", cfg.Hosts, tc.host, got, tc.static)
+		}
+		if got := kube.allowed(tc.host); got != tc.kube {
+			t.Errorf("discovery in namespace monitoring: Host %q allowed %v, want %v", tc.host, got, tc.kube)
+		}
+	}
+	h := newTestHub(t, []string{"http://192.0.2.11:9808"}, "rack")
+	srv := httptest.NewServer(h.srv.Handler)
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		method, path, host string
+		want               int
+	}{
+		{"GET", "/", "rebind.attacker.example", http.StatusMisdirectedRequest},
+		{"GET", api.MatrixPath, "rebind.attacker.example:80", http.StatusMisdirectedRequest},
+		{"POST", api.TracePath, "rebind.attacker.example", http.StatusMisdirectedRequest},
+		{"GET", "/", "", http.StatusOK}, // the server's own address
+		{"GET", "/", "localhost", http.StatusOK},
+	} {
+		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+		req.Header.Set(api.TraceHeader, "1")
+		if tc.host != "" {
+			req.Host = tc.host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s %s with Host %q: %s, want %d", tc.method, tc.path, tc.host, resp.Status, tc.want)
+		}
 	}
 }

@@ -51,7 +51,7 @@ func (h *Hub) newServer() *http.Server {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) { servePage(w, "text/html; charset=utf-8", indexHTML) })
 	mux.HandleFunc("GET /app.js", func(w http.ResponseWriter, _ *http.Request) { servePage(w, "text/javascript; charset=utf-8", appJS) })
 	return &http.Server{
-		Handler:           h.guard.Limit(mux),
+		Handler:           h.guard.Limit(newHostNames(h.cfg).check(mux)),
 		ConnContext:       h.guard.ConnContext,
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       2 * time.Minute,

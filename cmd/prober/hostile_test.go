@@ -281,7 +281,7 @@ func (m *proc) slowReaders(t *testing.T, n int) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: m\r\n\r\n", api.MatrixPath)
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", api.MatrixPath)
 		if tc, ok := c.(*net.TCPConn); ok {
 			tc.SetReadBuffer(4096)
 		}
