@@ -76,7 +76,7 @@ func (e *encoded) get(gen uint64, maxAge time.Duration, enc func(*bytes.Buffer) 
 // serveCached writes e's body for this generation: indented for
 // ?pretty, else gzipped when the client accepts it; every form shared by
 // the round's requests.
-func (h *Hub) serveCached(w http.ResponseWriter, r *http.Request, e *encoded, maxAge time.Duration, enc func(*bytes.Buffer) error) {
+func (h *Hub) serveCached(w http.ResponseWriter, r *http.Request, e *encoded, gen uint64, maxAge time.Duration, enc func(*bytes.Buffer) error) {
 	w.Header().Add("Vary", "Accept-Encoding")
 	f := plain
 	switch {
@@ -85,7 +85,7 @@ func (h *Hub) serveCached(w http.ResponseWriter, r *http.Request, e *encoded, ma
 	case strings.Contains(r.Header.Get("Accept-Encoding"), "gzip"):
 		f = gzipped
 	}
-	body, err := e.get(h.gen.Load(), maxAge, enc, f)
+	body, err := e.get(gen, maxAge, enc, f)
 	if err != nil {
 		h.writeBody(w, r, body, err)
 		return

@@ -35,15 +35,15 @@ func (h *Hub) newServer() *http.Server {
 	mux.HandleFunc("GET /metrics", timed(h.serveMetrics))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET "+api.MatrixPath, timed(func(w http.ResponseWriter, r *http.Request) {
-		h.serveCached(w, r, &h.matrixJSON, h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.matrixView()) })
+		h.serveCached(w, r, &h.matrixJSON, h.gen.Load(), h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.matrixView()) })
 	}))
 	mux.HandleFunc("GET "+api.PlanPath, timed(h.servePlan))
 	mux.HandleFunc("GET "+api.AgentPlanPath+"{name}", timedFor(api.MaxPlanWait*time.Second+writeTime, h.serveAgentPlan))
 	mux.HandleFunc("GET "+api.DiagnosisPath, timed(func(w http.ResponseWriter, r *http.Request) {
-		h.serveCached(w, r, &h.diagJSON, h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.Diagnosis()) })
+		h.serveCached(w, r, &h.diagJSON, h.gen.Load(), h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.Diagnosis()) })
 	}))
 	mux.HandleFunc("GET "+api.FabricPath, timed(func(w http.ResponseWriter, r *http.Request) {
-		h.serveCached(w, r, &h.fabricJSON, h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.Fabric()) })
+		h.serveCached(w, r, &h.fabricJSON, h.gen.Load(), h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.Fabric()) })
 	}))
 	mux.HandleFunc("GET "+api.FabricCellsPath, timed(h.serveCrossing))
 	mux.HandleFunc("GET "+api.HistoryPath, timed(func(w http.ResponseWriter, r *http.Request) { h.writeJSON(w, r, h.History()) }))

@@ -60,6 +60,7 @@ type Hub struct {
 	// responses are of one generation.
 	gen                                           atomic.Uint64
 	matrixJSON, diagJSON, fabricJSON, metricsText encoded
+	planJSON                                      encoded          // generations: plan rebuilds
 	guard                                         *httpguard.Guard // h.ln, the listener as the server sees it
 	traces                                        tracing
 	cross                                         crossings

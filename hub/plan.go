@@ -1,8 +1,10 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -29,6 +31,8 @@ type planState struct {
 	plans   *plan.Plans       // nil before the first peers
 	version map[string]string // agent name -> its plan's version
 	round   int
+	// gen counts the rebuilds: the whole plan's cached encoding is of one.
+	gen uint64
 	// changed is closed, and replaced, at every rebuild: long-polls wait
 	// on it.
 	changed chan struct{}
@@ -99,6 +103,7 @@ func (h *Hub) rebuild() {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	ps.plans, ps.version = p, version
+	ps.gen++
 	if changed > 0 || ps.changed == nil {
 		if ps.changed != nil {
 			close(ps.changed)
@@ -230,7 +235,9 @@ func (h *Hub) refuseAgent(w http.ResponseWriter, name string, err *authError) {
 // (at 10,000 nodes the whole answer is large), or with ?node= that node's
 // agents and who probes them.
 func (h *Hub) servePlan(w http.ResponseWriter, r *http.Request) {
-	p := h.Plan()
+	h.plan.mu.Lock()
+	p, gen := h.plan.plans, h.plan.gen // together: the cache keys p by gen
+	h.plan.mu.Unlock()
 	view := api.PlanView{Agents: []api.AgentPlan{},
 		PlanRotation: api.PlanRotation{RotationRounds: 1, RotationSeconds: h.cfg.Plan.Rotation.D().Seconds()}}
 	if p == nil {
@@ -238,11 +245,9 @@ func (h *Hub) servePlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	view.Round, view.RotationRounds = p.Round, p.RotationRounds
-	node := r.URL.Query().Get("node")
-	agents := p.Agents()
-	if node != "" {
+	if node := r.URL.Query().Get("node"); node != "" {
 		view.ProbedBy = map[string][]string{}
-		for _, a := range agents {
+		for _, a := range p.Agents() {
 			if a.Name == node || a.Node == node {
 				ap, _ := p.Agent(a.Name)
 				view.Agents = append(view.Agents, ap)
@@ -252,21 +257,23 @@ func (h *Hub) servePlan(w http.ResponseWriter, r *http.Request) {
 		h.writeJSON(w, r, view)
 		return
 	}
-	// Stream: the rotation's fields, then one agent at a time.
-	w.Header().Set("Content-Type", "application/json")
-	head, _ := json.Marshal(view.PlanRotation)
-	w.Write(head[:len(head)-1])
-	w.Write([]byte(`,"agents":[`))
-	enc := json.NewEncoder(w)
-	for i, a := range agents {
-		if i > 0 {
-			w.Write([]byte{','})
+	// The whole plan, encoded once per rebuild and shared by every reader
+	// (31.8 MB and half a CPU-second per request at 5,000 nodes before).
+	h.serveCached(w, r, &h.planJSON, gen, time.Hour, func(b *bytes.Buffer) error {
+		head, _ := json.Marshal(view.PlanRotation)
+		b.Write(head[:len(head)-1])
+		b.WriteString(`,"agents":[`)
+		enc := json.NewEncoder(b)
+		for i, a := range p.Agents() {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			ap, _ := p.Agent(a.Name)
+			if err := enc.Encode(ap); err != nil {
+				return fmt.Errorf("plan of %s: %w", a.Name, err)
+			}
 		}
-		ap, _ := p.Agent(a.Name)
-		if err := enc.Encode(ap); err != nil {
-			h.log.Warn("plan: encode", "agent", a.Name, "err", err)
-			return
-		}
-	}
-	w.Write([]byte("]}\n"))
+		b.WriteString("]}\n")
+		return nil
+	})
 }

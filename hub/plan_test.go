@@ -236,3 +236,32 @@ func TestPlanInferredRacks(t *testing.T) {
 		}
 	}
 }
+
+// TestWholePlanEncodedOncePerRebuild: every reader of the whole plan gets
+// the bytes of one encoding until the plan is rebuilt, then the new plan.
+func TestWholePlanEncodedOncePerRebuild(t *testing.T) {
+	h, base := servedHub(t)
+	ps := clusterPeers()
+	h.SetPeers(ps, agentsOf(ps))
+	body := func() []byte {
+		h.planJSON.mu.Lock()
+		defer h.planJSON.mu.Unlock()
+		return h.planJSON.body
+	}
+	var first api.PlanView
+	getJSON(t, base+api.PlanPath, &first)
+	b1 := body()
+	for range 3 {
+		getJSON(t, base+api.PlanPath, &first)
+	}
+	if b2 := body(); len(b1) == 0 || &b1[0] != &b2[0] {
+		t.Error("the whole plan was encoded again within one build")
+	}
+	ps = ps[:len(ps)-3] // n34, its pod and the LB gone: a rebuild
+	h.SetPeers(ps, agentsOf(ps))
+	var second api.PlanView
+	getJSON(t, base+api.PlanPath, &second)
+	if len(first.Agents) != 24 || len(second.Agents) != 22 {
+		t.Errorf("plans of %d then %d agents, want 24, then 22 after the rebuild", len(first.Agents), len(second.Agents))
+	}
+}
