@@ -138,7 +138,7 @@ targets:
 			t.Errorf("flow %+v, want 198.18.0.2 then the destination", f)
 		}
 	}
-	rep, err := tracereport.NewFromResult(res, matrix.Config{Hops: map[string]string{"198.18.0.2": "r1"}}, nil)
+	rep, err := tracereport.NewFromResult(res, matrix.Config{Hops: map[string]string{"198.18.0.2": "r1"}}, nil, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -178,5 +178,5 @@ func (h *Hub) askTrace(ctx context.Context, base string, p matrix.Pair) (api.Tra
 // named by the matrix's hops.
 // What the matrix holds of the pair's flows weighs in the inference.
 func (h *Hub) traceReport(res api.TraceResult, known map[uint16]matrix.PairFlow) (tracereport.Report, error) {
-	return tracereport.NewFromResult(res, h.cfg.MatrixConfig(), known)
+	return tracereport.NewFromResult(res, h.cfg.MatrixConfig(), known, h.now())
 }

@@ -1,6 +1,7 @@
 package tracereport
 
 import (
+	"errors"
 	"net/netip"
 	"slices"
 	"time"
@@ -111,12 +112,18 @@ type Trace struct {
 	// trace's handful, and the path its earlier traces found, which
 	// fills the hops this trace heard nothing from (rate-limited ICMP).
 	Known map[uint16]matrix.PairFlow
+	// At is when the trace ended: the inference's one round is taken
+	// then, as the report is pure and reads no clock. Required.
+	At time.Time
 }
 
 // New builds the report of tr. The matrix's config names the hops and
 // the inferred suspects, and sets the thresholds of the localization;
 // the zero Config names nothing.
 func New(tr Trace, cfg matrix.Config) (Report, error) {
+	if tr.At.IsZero() {
+		return Report{}, errors.New("tracereport: the trace's time (Trace.At) is unset")
+	}
 	fts := tr.Flows
 	rep := Report{
 		Host: tr.Host, Target: tr.Target.String(), Port: tr.Port, Source: tr.Source.String(), Flows: len(fts),
@@ -216,7 +223,7 @@ func New(tr Trace, cfg matrix.Config) (Report, error) {
 			rep.WindowProbes += k.Stats.Sent
 		}
 	}
-	v, err := inferSuspects(tr.Target, tr.Source, tr.Port, cfg, fts, tr.Known)
+	v, err := inferSuspects(tr.Target, tr.Source, tr.Port, cfg, fts, tr.Known, tr.At)
 	if err != nil {
 		return rep, err
 	}
@@ -244,7 +251,7 @@ func nameOf(cfg matrix.Config) func(addr string) string {
 // inferSuspects runs the matrix's localization over the flows, as if the
 // tracing host were an agent that had probed them: one algorithm for the
 // matrix and the trace.
-func inferSuspects(dst, src netip.Addr, port uint16, mcfg matrix.Config, fts []probe.FlowTrace, known map[uint16]matrix.PairFlow) (matrix.FlowsVerdict, error) {
+func inferSuspects(dst, src netip.Addr, port uint16, mcfg matrix.Config, fts []probe.FlowTrace, known map[uint16]matrix.PairFlow, at time.Time) (matrix.FlowsVerdict, error) {
 	tcp := api.Protocol{Protocol: api.ProtocolTCPSYN}
 	lossy := false
 	gw := sharedFirstHop(fts)
@@ -280,7 +287,7 @@ func inferSuspects(dst, src netip.Addr, port uint16, mcfg matrix.Config, fts []p
 	target := api.Target{Name: dst.String(), Address: dst.String(), Port: port, Class: api.ClassNode, Path: api.PathNodeToNode, Protocols: []api.Protocol{tcp}}
 	return matrix.LocalizeFlows(mcfg, agent, target, func(s api.Stats) bool {
 		return probe.DefaultNoise.Lossy(int(s.Sent), int(s.Lost))
-	}, time.Now())
+	}, at)
 }
 
 // minFirstHopAnswers is how many flows must have heard the same first hop,

@@ -58,15 +58,23 @@ func lossyTrace(t *testing.T) Trace {
 	}
 	return Trace{
 		Host: "dst", Target: netip.MustParseAddr("192.0.2.99"), Source: netip.MustParseAddr("192.0.2.10"), Port: 9808,
-		ProbesPerHop: 1, Duration: 1500 * time.Millisecond, Flows: fts,
+		ProbesPerHop: 1, Duration: 1500 * time.Millisecond, Flows: fts, At: t0,
 	}
 }
+
+// t0 is the traces' time: the report reads no clock.
+var t0 = time.Unix(1_700_000_000, 0)
 
 func TestReport(t *testing.T) {
 	t.Parallel()
 	rep, err := New(lossyTrace(t), matrix.Config{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	untimed := lossyTrace(t)
+	untimed.At = time.Time{}
+	if _, err := New(untimed, matrix.Config{}); err == nil || !strings.Contains(err.Error(), "Trace.At") {
+		t.Errorf("a trace without its time: %v, want refused", err)
 	}
 	if len(rep.Paths) != 3 {
 		t.Fatalf("%d paths, want 3: %+v", len(rep.Paths), rep.Paths)

@@ -41,8 +41,8 @@ func FromResult(res api.TraceResult) ([]probe.FlowTrace, error) {
 // NewFromResult is the report of an agent's on-demand trace: New over
 // FromResult, the target named as the agent's plan names it.
 // known is what the matrix holds of the flows (Trace.Known); nil for
-// nothing.
-func NewFromResult(res api.TraceResult, cfg matrix.Config, known map[uint16]matrix.PairFlow) (Report, error) {
+// nothing. at is when it ended (Trace.At).
+func NewFromResult(res api.TraceResult, cfg matrix.Config, known map[uint16]matrix.PairFlow, at time.Time) (Report, error) {
 	fts, err := FromResult(res)
 	if err != nil {
 		return Report{}, err
@@ -59,7 +59,7 @@ func NewFromResult(res api.TraceResult, cfg matrix.Config, known map[uint16]matr
 		Host: res.Target, Target: dst, Source: src,
 		Port: res.Port, ProbesPerHop: res.ProbesPerHop,
 		Duration: time.Duration(res.DurationSeconds * float64(time.Second)),
-		Flows:    fts, Known: known,
+		Flows:    fts, Known: known, At: at,
 	}, cfg)
 }
 

@@ -70,7 +70,7 @@ func TestReportFromResult(t *testing.T) {
 			}
 		}
 	}
-	rep, err := NewFromResult(got, cfg, nil)
+	rep, err := NewFromResult(got, cfg, nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestReportFromResultRefuses(t *testing.T) {
 	}
 	res = asResult(lossyTrace(t))
 	res.Flows[0].Hops[0].Received = 2 // of 1 sent
-	if _, err := NewFromResult(res, matrix.Config{}, nil); err == nil {
+	if _, err := NewFromResult(res, matrix.Config{}, nil, t0); err == nil {
 		t.Error("NewFromResult took more answers than probes")
 	}
 }
@@ -120,7 +120,7 @@ func FuzzNewFromResult(f *testing.F) {
 		if json.Unmarshal(b, &res) != nil {
 			return
 		}
-		rep, err := NewFromResult(res, cfg, nil)
+		rep, err := NewFromResult(res, cfg, nil, t0)
 		if err != nil {
 			return
 		}

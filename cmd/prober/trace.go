@@ -153,7 +153,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	rep, err := tracereport.New(tracereport.Trace{
 		Host: host, Target: dst, Source: src, Port: uint16(*port),
-		ProbesPerHop: cfg.Probes, Duration: time.Since(start), Flows: fts,
+		ProbesPerHop: cfg.Probes, Duration: time.Since(start), Flows: fts, At: time.Now(),
 	}, mcfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "prober trace: %v\n", err)
