@@ -8,7 +8,7 @@ COPY . .
 ARG VERSION=dev
 ARG REVISION=unknown
 RUN CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-s -w -X github.com/netprober/prober/agent.Version=${VERSION} -X github.com/netprober/prober/agent.Revision=${REVISION}" \
+      -ldflags "-s -w -X github.com/netprober/prober/buildinfo.Version=${VERSION} -X github.com/netprober/prober/buildinfo.Revision=${REVISION}" \
       -o /out/prober ./cmd/prober
 
 FROM gcr.io/distroless/static-debian12

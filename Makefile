@@ -5,7 +5,7 @@ GO        ?= go
 BIN       ?= bin/prober
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LDFLAGS   := -s -w -X github.com/netprober/prober/agent.Version=$(VERSION) -X github.com/netprober/prober/agent.Revision=$(REVISION)
+LDFLAGS   := -s -w -X github.com/netprober/prober/buildinfo.Version=$(VERSION) -X github.com/netprober/prober/buildinfo.Revision=$(REVISION)
 IMAGE     ?= ghcr.io/netprober/prober:$(VERSION)
 # The whole suite, including root-only namespace tests, runs in well under
 # this; the bound is there so a hung test fails instead of hanging CI.

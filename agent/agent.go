@@ -178,7 +178,7 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 	a.limiter = rate.NewLimiter(rate.Limit(p.MaxProbesPerSecond), burst)
 	a.sem = make(chan struct{}, max(16, int(p.MaxProbesPerSecond*p.Timeout.D().Seconds())+1))
 	a.sched = newScheduler(a)
-	a.m = newMetrics(a.reg, cfg.PerTarget(), Version, Revision, GoVersion())
+	a.m = newMetrics(a.reg, cfg.PerTarget())
 	a.http2 = newHTTP2Metrics(a.reg, cfg.PerTarget(), a)
 	defer func() {
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/buildinfo"
 )
 
 // PlanSource is where an agent follows its probe plan: the matrix, which
@@ -103,7 +104,7 @@ func (a *Agent) fetchPlan(ctx context.Context, c *http.Client, u, version string
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("User-Agent", "prober-agent/"+Version)
+	req.Header.Set("User-Agent", buildinfo.UserAgent("agent"))
 	if tokenFile != "" {
 		tok, err := os.ReadFile(tokenFile)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/buildinfo"
 	"github.com/netprober/prober/httpguard"
 	"github.com/netprober/prober/probe"
 )
@@ -45,7 +46,7 @@ func (a *Agent) newServer() (*http.Server, error) {
 	// only the matrix may ask, like the observations (docs/agent.md).
 	mux.Handle("POST "+api.TracePath, a.pull.guard(http.HandlerFunc(a.serveTrace)))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintf(w, "prober agent %s (%s)\n\n/metrics\n/healthz\n%s\nPOST %s?target=NAME&family=ipv4|ipv6\n", a.cfg.Name, Version, api.ObservationsPath, api.TracePath)
+		fmt.Fprintf(w, "prober agent %s (%s)\n\n/metrics\n/healthz\n%s\nPOST %s?target=NAME&family=ipv4|ipv6\n", a.cfg.Name, buildinfo.Version, api.ObservationsPath, api.TracePath)
 	})
 	srv, err := probe.NewResponder(a.conns.Limit(mux), a.responderConfig())
 	if err != nil {
@@ -86,7 +87,7 @@ func (a *Agent) Observations() api.Observations {
 		SchemaVersion: api.SchemaVersion,
 		Agent: api.Agent{
 			Name: a.cfg.Name, Class: a.cfg.Class, Address: a.src.String(),
-			Addresses: a.addrs, Version: Version,
+			Addresses: a.addrs, Version: buildinfo.Version,
 		},
 		Time:          now,
 		WindowSeconds: a.cfg.Probing.Window.D().Seconds(),

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/netprober/prober/buildinfo"
 	"github.com/netprober/prober/probe"
 )
 
@@ -21,7 +22,7 @@ type metrics struct {
 	targets   prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer, perTarget bool, version, revision, goVersion string) *metrics {
+func newMetrics(reg prometheus.Registerer, perTarget bool) *metrics {
 	f := promauto.With(reg)
 	labels := []string{"protocol", "path", "family"}
 	if perTarget {
@@ -51,11 +52,7 @@ func newMetrics(reg prometheus.Registerer, perTarget bool, version, revision, go
 			Help: "Targets this agent probes now.",
 		}),
 	}
-	f.NewGauge(prometheus.GaugeOpts{
-		Name:        "prober_build_info",
-		Help:        "Build information; the value is 1.",
-		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": goVersion},
-	}).Set(1)
+	reg.MustRegister(buildinfo.Collector())
 	return m
 }
 

@@ -18,9 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/netprober/prober/agent"
 	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/auth"
+	"github.com/netprober/prober/buildinfo"
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/httpguard"
 	"github.com/netprober/prober/matrix"
@@ -331,7 +331,7 @@ func (h *Hub) fetch(ctx context.Context, base, name string) (*api.Observations, 
 	if err != nil {
 		return fail("request", err)
 	}
-	req.Header.Set("User-Agent", "prober-matrix/"+agent.Version)
+	req.Header.Set("User-Agent", buildinfo.UserAgent("matrix"))
 	if h.auth != nil && name != "" {
 		req.Header.Set("Authorization", "Bearer "+h.auth.pullKey(name))
 	}

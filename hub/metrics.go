@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/netprober/prober/agent"
+	"github.com/netprober/prober/buildinfo"
 )
 
 type hubMetrics struct {
@@ -45,11 +45,7 @@ func newHubMetrics(reg prometheus.Registerer, h *Hub) *hubMetrics {
 			Help: "Rebuilds of the probe plan: discovery changes, inferred racks, rotation rounds.",
 		}),
 	}
-	f.NewGauge(prometheus.GaugeOpts{
-		Name:        "prober_build_info",
-		Help:        "Build information; the value is 1.",
-		ConstLabels: prometheus.Labels{"version": agent.Version, "revision": agent.Revision, "goversion": agent.GoVersion()},
-	}).Set(1)
+	reg.MustRegister(buildinfo.Collector())
 	reg.MustRegister(&snapshotCollector{h: h,
 		loss: prometheus.NewDesc("prober_matrix_loss_ratio",
 			"Window loss ratio from source to target (groups by groupBy) over a path class and protocol.",

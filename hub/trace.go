@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/netprober/prober/agent"
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/buildinfo"
 	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/tracereport"
 )
@@ -135,7 +135,7 @@ func (h *Hub) askTrace(ctx context.Context, base string, p matrix.Pair) (api.Tra
 	if err != nil {
 		return fail(http.StatusInternalServerError, err)
 	}
-	req.Header.Set("User-Agent", "prober-matrix/"+agent.Version)
+	req.Header.Set("User-Agent", buildinfo.UserAgent("matrix"))
 	req.Header.Set(api.TraceHeader, "1")
 	if h.auth != nil {
 		req.Header.Set("Authorization", "Bearer "+h.auth.pullKey(p.Agent))

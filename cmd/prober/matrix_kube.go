@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/netprober/prober/agent"
+	"github.com/netprober/prober/buildinfo"
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/hub"
 	"github.com/netprober/prober/peers"
@@ -22,7 +22,7 @@ func newMatrixDiscovery(cfg *config.Matrix, log *slog.Logger) (*peers.Discovery,
 		return nil, nil
 	}
 	k := cfg.Kubernetes
-	client, err := peers.NewClient(k.Kubeconfig, "prober-matrix/"+agent.Version)
+	client, err := peers.NewClient(k.Kubeconfig, buildinfo.UserAgent("matrix"))
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/netprober/prober/agent"
+	"github.com/netprober/prober/buildinfo"
 )
 
 func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -17,6 +17,6 @@ func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "prober version: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	fmt.Fprintf(stdout, "prober %s (%s, %s)\n", agent.Version, agent.Revision, agent.GoVersion())
+	fmt.Fprintf(stdout, "prober %s (%s, %s)\n", buildinfo.Version, buildinfo.Revision, buildinfo.GoVersion())
 	return exitOK
 }
