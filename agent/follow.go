@@ -181,7 +181,7 @@ func TargetsFromPlan(ps []api.Peer, apiServerCA string) ([]Target, []error) {
 		case p.Port == 0:
 			bad = append(bad, fmt.Errorf("%s: no port", p.Name))
 			continue
-		case p.HTTP2 != nil && p.HTTP2.Mode != api.HTTP2H2C && p.HTTP2.Mode != api.HTTP2TLS && p.HTTP2.Mode != api.HTTP2None:
+		case p.HTTP2 != nil && !api.ValidHTTP2(p.HTTP2.Mode):
 			bad = append(bad, fmt.Errorf("%s: http2 mode %q", p.Name, p.HTTP2.Mode))
 			continue
 		}

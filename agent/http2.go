@@ -13,14 +13,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/probe"
 )
 
 // HTTP2 is how a target is pinged over HTTP/2 (http2_ping).
 type HTTP2 struct {
-	// Mode is config.HTTP2H2C, HTTP2TLS or HTTP2None; "" is the target
-	// class's default (config.DefaultHTTP2).
+	// Mode is api.HTTP2H2C, HTTP2TLS or HTTP2None; "" is the target
+	// class's default (api.DefaultHTTP2).
 	Mode               string
 	CAFile, ServerName string
 	InsecureSkipVerify bool
@@ -86,16 +87,15 @@ func newPinger(cfg *config.Agent, tg Target, log *slog.Logger) (*probe.HTTP2Ping
 	if !slices.Contains(cfg.Probing.Protocols, probe.ProtocolHTTP2Ping) {
 		return nil, nil
 	}
-	mode := cmp.Or(tg.HTTP2.Mode, config.DefaultHTTP2(tg.Class))
-	switch mode {
-	case config.HTTP2None:
-		return nil, nil
-	case config.HTTP2H2C, config.HTTP2TLS:
-	default:
+	mode := cmp.Or(tg.HTTP2.Mode, api.DefaultHTTP2(tg.Class))
+	if !api.ValidHTTP2(mode) {
 		return nil, fmt.Errorf("target %s: http2 %q not one of h2c, tls, none", tg.Name, mode)
 	}
+	if mode == api.HTTP2None {
+		return nil, nil
+	}
 	hc := cfg.HTTP2Config()
-	hc.TLS = mode == config.HTTP2TLS
+	hc.TLS = mode == api.HTTP2TLS
 	hc.ServerName, hc.CAFile, hc.InsecureSkipVerify = tg.HTTP2.ServerName, tg.HTTP2.CAFile, tg.HTTP2.InsecureSkipVerify
 	hc.Logger = log
 	pinger, err := probe.NewHTTP2Pinger(probe.Target{Addr: tg.Addr, Port: tg.Port}, hc)

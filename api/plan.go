@@ -61,12 +61,28 @@ type PeerHTTP2 struct {
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
 }
 
-// HTTP/2 modes of a peer.
+// HTTP/2 modes of a peer or a static target: how http2_ping reaches it.
 const (
-	HTTP2H2C  = "h2c"
-	HTTP2TLS  = "tls"
-	HTTP2None = "none"
+	HTTP2H2C  = "h2c"  // cleartext HTTP/2 with prior knowledge (the agents' default)
+	HTTP2TLS  = "tls"  // TLS with ALPN h2, verified (an LB in front of the API server)
+	HTTP2None = "none" // not pinged over HTTP/2
 )
+
+// ValidHTTP2 reports whether mode is one of the HTTP/2 modes: the one
+// check of the config, the plan an agent follows and its pinger.
+func ValidHTTP2(mode string) bool {
+	return mode == HTTP2H2C || mode == HTTP2TLS || mode == HTTP2None
+}
+
+// DefaultHTTP2 is a target class's HTTP/2 mode when none is given: nodes
+// and pods run agents, which serve h2c; an lb fronts a TLS service such
+// as the Kubernetes API server.
+func DefaultHTTP2(class string) string {
+	if class == ClassLB {
+		return HTTP2TLS
+	}
+	return HTTP2H2C
+}
 
 // PlanRotation says where the plan is in its rotation: it covers every
 // pair of groups over RotationRounds rounds of RotationSeconds each;

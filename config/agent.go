@@ -87,7 +87,7 @@ type Target struct {
 	Port    int               `json:"port"`
 	Labels  map[string]string `json:"labels,omitempty"`
 	// HTTP2 is how http2_ping reaches the target: h2c, tls or none;
-	// default DefaultHTTP2(class). CAFile (PEM), ServerName and
+	// default api.DefaultHTTP2(class). CAFile (PEM), ServerName and
 	// InsecureSkipVerify verify a tls target's certificate.
 	HTTP2              string `json:"http2,omitempty"`
 	CAFile             string `json:"caFile,omitempty"`

@@ -7,25 +7,17 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/probe"
 )
 
-// HTTP/2 modes of a target (targets[].http2): how http2_ping reaches it.
+// HTTP/2 modes of a target (targets[].http2): api's, named here for
+// the config's readers.
 const (
-	HTTP2H2C  = "h2c"  // cleartext HTTP/2 with prior knowledge (the agents' default)
-	HTTP2TLS  = "tls"  // TLS with ALPN h2, verified (an LB in front of the API server)
-	HTTP2None = "none" // not pinged over HTTP/2
+	HTTP2H2C  = api.HTTP2H2C
+	HTTP2TLS  = api.HTTP2TLS
+	HTTP2None = api.HTTP2None
 )
-
-// DefaultHTTP2 is a target class's HTTP/2 mode when none is configured:
-// nodes and pods run agents, which serve h2c; an lb fronts a TLS service
-// such as the Kubernetes API server.
-func DefaultHTTP2(class string) string {
-	if class == ClassLB {
-		return HTTP2TLS
-	}
-	return HTTP2H2C
-}
 
 // HTTP2Probing configures http2_ping (probing.http2).
 type HTTP2Probing struct {
@@ -56,7 +48,7 @@ func (c *Agent) setHTTP2Defaults() {
 	}
 	for i := range c.Targets {
 		if c.Targets[i].HTTP2 == "" {
-			c.Targets[i].HTTP2 = DefaultHTTP2(c.Targets[i].Class)
+			c.Targets[i].HTTP2 = api.DefaultHTTP2(c.Targets[i].Class)
 		}
 	}
 }
@@ -104,9 +96,7 @@ func (c *Agent) validateHTTP2(bad func(field, format string, args ...any)) {
 	}
 	for i, t := range c.Targets {
 		f := fmt.Sprintf("targets[%d]", i)
-		switch t.HTTP2 {
-		case HTTP2H2C, HTTP2TLS, HTTP2None:
-		default:
+		if !api.ValidHTTP2(t.HTTP2) {
 			bad(f+".http2", "%q not one of h2c, tls, none", t.HTTP2)
 			continue
 		}
@@ -149,7 +139,7 @@ func (c *Agent) HTTP2Config() probe.HTTP2Config {
 // TargetHTTP2Config is HTTP2Config with a static target's TLS fields.
 func (c *Agent) TargetHTTP2Config(t Target) probe.HTTP2Config {
 	hc := c.HTTP2Config()
-	hc.TLS = cmp.Or(t.HTTP2, DefaultHTTP2(t.Class)) == HTTP2TLS
+	hc.TLS = cmp.Or(t.HTTP2, api.DefaultHTTP2(t.Class)) == HTTP2TLS
 	hc.ServerName, hc.CAFile, hc.InsecureSkipVerify = t.ServerName, t.CAFile, t.InsecureSkipVerify
 	return hc
 }
