@@ -168,9 +168,9 @@ func TestOneClientCannotStarve(t *testing.T) {
 		}
 	}
 	waitFor(t, "the attacker's connections beyond its share refused", func() bool { return h.guard.Stats().RefusedPerSource >= 38-24 })
-	if n := h.guard.Open(); n > 24 {
-		t.Errorf("%d connections held, want the attacker's 24 at most", n)
-	}
+	// Open counts every source's: the page's and Prometheus's closed
+	// connections above may still be counted for a moment (CI saw 25).
+	waitFor(t, "no more connections held than the attacker's 24", func() bool { return h.guard.Open() <= 24 })
 	if code, err := get(probetest.Loopback(30, 2), "/metrics"); err != nil || code != http.StatusOK {
 		t.Errorf("GET /metrics with the attacker at its connection cap: %d (%v), want 200", code, err)
 	}
