@@ -110,26 +110,19 @@ func mergeFamilies(fams []string, byFam [][]Suspect) []Suspect {
 			named[i] = named[i] || (s.Kind == KindDevice || s.Kind == KindLink) && s.Score >= ListScore
 		}
 	}
-	explained := func(fam int) bool {
-		for j := range named {
-			if named[j] && j != fam {
-				return true
-			}
-		}
-		return false
-	}
+	anyNamed := slices.Contains(named, true)
 	type found struct {
 		best   Suspect
 		listed []string
 		in     int // families that found it at all
 	}
-	tierOnly := make([]bool, len(byFam)) // the family listed a tier, dropped
+	tierDropped := false // a family's tier, explained by another's device
 	var order []string
 	all := map[string]*found{}
 	for i, ss := range byFam {
 		for _, s := range ss {
-			if s.Kind == KindTier && s.Score >= ListScore && !named[i] && explained(i) {
-				tierOnly[i] = true
+			if s.Kind == KindTier && s.Score >= ListScore && !named[i] && anyNamed {
+				tierDropped = true
 				continue
 			}
 			key := s.Kind + "/" + s.Name
@@ -156,11 +149,10 @@ func mergeFamilies(fams []string, byFam [][]Suspect) []Suspect {
 		switch {
 		case len(f.listed) > 1, len(f.listed) == 0 && f.in > 1:
 			s.Family = ""
-		case len(f.listed) == 1 && (s.Kind == KindDevice || s.Kind == KindLink) && slices.ContainsFunc(fams, func(fam string) bool {
-			return fam != f.listed[0] && tierOnly[slices.Index(fams, fam)]
-		}):
+		case len(f.listed) == 1 && (s.Kind == KindDevice || s.Kind == KindLink) && tierDropped:
 			// The other family's flows lost too, where its traces could
-			// not tell the device: it drops both.
+			// not tell the device: it drops both. (A listed device names
+			// its family, so the dropped tier was another family's.)
 			s.Family = ""
 		case len(f.listed) == 1:
 			s.Family = f.listed[0]
