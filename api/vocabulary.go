@@ -31,15 +31,34 @@ func PathClass(from, to string) string {
 	return from + "_to_" + to
 }
 
-// Protocol names, as in configs, metrics and observations.
+// Protocol names, as in configs, metrics and observations. A config's
+// dns selects two probes, reported apart: a lookup over UDP and one over
+// TCP take different paths through conntrack and kube-proxy.
 const (
 	ProtocolICMP      = "icmp"
 	ProtocolTCPSYN    = "tcp_syn"
 	ProtocolHTTP2Ping = "http2_ping"
+	ProtocolDNS       = "dns"
+	ProtocolDNSUDP    = "dns_udp"
+	ProtocolDNSTCP    = "dns_tcp"
 )
 
-// Protocols lists every protocol name in a stable order.
-var Protocols = []string{ProtocolICMP, ProtocolTCPSYN, ProtocolHTTP2Ping}
+// Protocols lists every protocol an observation reports, in a stable
+// order.
+var Protocols = []string{ProtocolICMP, ProtocolTCPSYN, ProtocolHTTP2Ping, ProtocolDNSUDP, ProtocolDNSTCP}
+
+// ConfigProtocols lists what probing.protocols accepts, in a stable
+// order: each selects the reported protocols ReportedAs names.
+var ConfigProtocols = []string{ProtocolICMP, ProtocolTCPSYN, ProtocolHTTP2Ping, ProtocolDNS}
+
+// ReportedAs is the protocols a config's protocol is reported as: dns is
+// dns_udp and dns_tcp, every other itself.
+func ReportedAs(configured string) []string {
+	if configured == ProtocolDNS {
+		return []string{ProtocolDNSUDP, ProtocolDNSTCP}
+	}
+	return []string{configured}
+}
 
 // Address families: the family label of metrics, observations and
 // suspects. A dual-stack peer is probed once per family.

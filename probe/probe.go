@@ -11,15 +11,19 @@ import (
 // and the observations API.
 type Protocol string
 
-// The probe protocols.
+// The probe protocols. ProtocolDNS is a config's word for the two DNS
+// probes, ProtocolDNSUDP and ProtocolDNSTCP (api.ReportedAs).
 const (
 	ProtocolICMP      Protocol = api.ProtocolICMP
 	ProtocolTCPSYN    Protocol = api.ProtocolTCPSYN
 	ProtocolHTTP2Ping Protocol = api.ProtocolHTTP2Ping
+	ProtocolDNS       Protocol = api.ProtocolDNS
+	ProtocolDNSUDP    Protocol = api.ProtocolDNSUDP
+	ProtocolDNSTCP    Protocol = api.ProtocolDNSTCP
 )
 
-// Protocols lists every protocol in a stable order.
-var Protocols = []Protocol{ProtocolICMP, ProtocolTCPSYN, ProtocolHTTP2Ping}
+// Protocols lists every protocol a config may name, in a stable order.
+var Protocols = []Protocol{ProtocolICMP, ProtocolTCPSYN, ProtocolHTTP2Ping, ProtocolDNS}
 
 // Outcome is the fate of one probe. Only Lost is loss; LocalError means
 // the probe never left (or its answer could not be read) and must not be
@@ -32,6 +36,10 @@ const (
 	Lost                      // nothing came back before the timeout
 	Refused                   // the target answered but refused (RST, ICMP unreachable)
 	LocalError                // sending or receiving failed locally
+	// AnswerError: the target answered with an error (a DNS SERVFAIL,
+	// NXDOMAIN, truncation, wrong ID): the path works, the service does
+	// not. Reason says which; never loss.
+	AnswerError
 )
 
 func (o Outcome) String() string {
@@ -44,13 +52,15 @@ func (o Outcome) String() string {
 		return "refused"
 	case LocalError:
 		return "local_error"
+	case AnswerError:
+		return "error"
 	}
 	return "unknown"
 }
 
 // Reached reports whether the target answered at all: an RST proves the
 // path works as well as a SYN-ACK does.
-func (o Outcome) Reached() bool { return o == OK || o == Refused }
+func (o Outcome) Reached() bool { return o == OK || o == Refused || o == AnswerError }
 
 // Target is one address to probe.
 type Target struct {
@@ -63,7 +73,8 @@ type Result struct {
 	Outcome Outcome
 	RTT     time.Duration // valid when Outcome.Reached()
 	// Reason is a short, bounded, metric-safe word for LocalError
-	// ("send", "rejected", "no_route", ...).
+	// ("send", "rejected", "no_route", ...) and AnswerError ("servfail",
+	// "truncated", ...).
 	Reason string
 	Err    error
 }

@@ -7,14 +7,21 @@ import (
 	"github.com/netprober/prober/api"
 )
 
-// The engines' protocols are api's names, in api's order: the matrix
-// refuses a report with any other.
+// The protocols a config names are api's, in api's order, and each is
+// reported under names the matrix accepts.
 func TestProtocolsAreAPIs(t *testing.T) {
 	var got []string
 	for _, p := range Protocols {
 		got = append(got, string(p))
 	}
-	if !slices.Equal(got, api.Protocols) {
-		t.Errorf("probe.Protocols %q, api.Protocols %q", got, api.Protocols)
+	if !slices.Equal(got, api.ConfigProtocols) {
+		t.Errorf("probe.Protocols %q, api.ConfigProtocols %q", got, api.ConfigProtocols)
+	}
+	var reported []string
+	for _, p := range got {
+		reported = append(reported, api.ReportedAs(p)...)
+	}
+	if !slices.Equal(reported, api.Protocols) {
+		t.Errorf("reported as %q, api.Protocols %q", reported, api.Protocols)
 	}
 }
