@@ -35,6 +35,9 @@ type Target struct {
 	// Backends names the node and pod targets behind an lb target (its
 	// Service's ready endpoints), reported for the matrix's LB rule.
 	Backends []string
+	// DNS is the name dns probes ask the target on Port; "" for no DNS
+	// probe.
+	DNS string
 }
 
 // Family is the target's address family: a dual-stack peer is two
@@ -62,7 +65,8 @@ func TargetsFromConfig(c *config.Agent) []Target {
 	for _, t := range c.Targets {
 		addr, _ := netip.ParseAddr(t.Address)
 		out = append(out, Target{Name: t.Name, Addr: addr, Class: t.Class, Port: uint16(t.Port), Labels: t.Labels,
-			HTTP2: HTTP2{Mode: t.HTTP2, CAFile: t.CAFile, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}})
+			HTTP2: HTTP2{Mode: t.HTTP2, CAFile: t.CAFile, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify},
+			DNS:   dnsQuery(t.DNS)})
 	}
 	return out
 }
@@ -79,6 +83,9 @@ type Agent struct {
 	reg   *prometheus.Registry
 	m     *metrics
 	http2 *http2Metrics
+	// reported are the protocols probed, as observations name them, in
+	// the config's order (dns: dns_udp, dns_tcp).
+	reported []probe.Protocol
 	// fams are the engines of each family the agent has a source of.
 	fams    map[string]*engines
 	paths   *paths // nil when tracing is off (paths.go)
@@ -174,6 +181,9 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 	// alone (pullkey.go).
 	a.pull.required.Store(cfg.KubernetesDiscovery())
 	p := cfg.Probing
+	for _, proto := range p.Protocols {
+		a.reported = append(a.reported, reportedAs(proto)...)
+	}
 	burst := max(1, int(p.MaxProbesPerSecond/5)) // two of the scheduler's bursts (schedule.go)
 	a.limiter = rate.NewLimiter(rate.Limit(p.MaxProbesPerSecond), burst)
 	a.sem = make(chan struct{}, max(16, int(p.MaxProbesPerSecond*p.Timeout.D().Seconds())+1))
@@ -320,4 +330,15 @@ func (a *Agent) stopProbes() {
 	a.mu.Unlock()
 	a.probeWG.Wait()
 	a.closePingers()
+}
+
+// dnsQuery is the name a target's dns block asks, "" without one.
+func dnsQuery(q *api.DNSQuestion) string {
+	switch {
+	case q == nil:
+		return ""
+	case q.Query == "":
+		return probe.DefaultDNSQuery
+	}
+	return q.Query
 }

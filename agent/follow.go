@@ -18,6 +18,7 @@ import (
 
 	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/buildinfo"
+	"github.com/netprober/prober/probe"
 )
 
 // PlanSource is where an agent follows its probe plan: the matrix, which
@@ -184,8 +185,11 @@ func TargetsFromPlan(ps []api.Peer, apiServerCA string) ([]Target, []error) {
 		case p.HTTP2 != nil && !api.ValidHTTP2(p.HTTP2.Mode):
 			bad = append(bad, fmt.Errorf("%s: http2 mode %q", p.Name, p.HTTP2.Mode))
 			continue
+		case p.DNS != nil && p.DNS.Query != "" && !validDNSName(p.DNS.Query):
+			bad = append(bad, fmt.Errorf("%s: dns query %.64q is no DNS name", p.Name, p.DNS.Query))
+			continue
 		}
-		t := Target{Name: p.Name, Class: p.Class, Port: p.Port, Labels: p.Labels, Backends: p.Backends}
+		t := Target{Name: p.Name, Class: p.Class, Port: p.Port, Labels: p.Labels, Backends: p.Backends, DNS: dnsQuery(p.DNS)}
 		if h := p.HTTP2; h != nil {
 			t.HTTP2 = HTTP2{Mode: h.Mode, ServerName: h.ServerName, InsecureSkipVerify: h.InsecureSkipVerify}
 			if h.APIServer {
@@ -219,4 +223,9 @@ func peerAddrs(p api.Peer) ([]netip.Addr, error) {
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+func validDNSName(name string) bool {
+	_, err := probe.CheckDNSName(name)
+	return err == nil
 }

@@ -110,7 +110,7 @@ func (a *Agent) Observations() api.Observations {
 		at.Labels = t.Labels
 		at.Backends = t.Backends
 		at.EstablishedFlowBlackhole = t.blackhole(now)
-		for _, proto := range a.cfg.Probing.Protocols {
+		for _, proto := range a.reported {
 			ps, ok := t.protos[proto]
 			if !ok {
 				continue

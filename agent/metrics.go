@@ -19,7 +19,10 @@ type metrics struct {
 	lost      *prometheus.CounterVec
 	rtt       *prometheus.HistogramVec
 	errors    *prometheus.CounterVec
-	targets   prometheus.Gauge
+	// answerErrors counts answers that were errors (a DNS rcode), by
+	// reason: probe.DNSReasons bounds it.
+	answerErrors *prometheus.CounterVec
+	targets      prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, perTarget bool) *metrics {
@@ -47,6 +50,10 @@ func newMetrics(reg prometheus.Registerer, perTarget bool) *metrics {
 			Name: "prober_probe_errors_total",
 			Help: "Probes that could not be sent or read locally (not loss), by protocol and reason.",
 		}, []string{"protocol", "reason"}),
+		answerErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "prober_probe_answer_errors_total",
+			Help: "Probes the target answered with an error (a DNS SERVFAIL, NXDOMAIN, truncation, wrong ID): counted as sent, never lost; by protocol, path class and reason.",
+		}, []string{"protocol", "path", "family", "reason"}),
 		targets: f.NewGauge(prometheus.GaugeOpts{
 			Name: "prober_targets",
 			Help: "Targets this agent probes now.",
@@ -61,6 +68,8 @@ func newMetrics(reg prometheus.Registerer, perTarget bool) *metrics {
 type series struct {
 	sent, lost prometheus.Counter
 	rtt        prometheus.Observer
+	// path and family label answer errors, rare enough for a lookup.
+	path, family string
 }
 
 func (m *metrics) seriesFor(proto probe.Protocol, path, family, target string) series {
@@ -69,9 +78,11 @@ func (m *metrics) seriesFor(proto probe.Protocol, path, family, target string) s
 		lv = append(lv, target)
 	}
 	return series{
-		sent: m.sent.WithLabelValues(lv...),
-		lost: m.lost.WithLabelValues(lv...),
-		rtt:  m.rtt.WithLabelValues(string(proto), path, family),
+		sent:   m.sent.WithLabelValues(lv...),
+		lost:   m.lost.WithLabelValues(lv...),
+		rtt:    m.rtt.WithLabelValues(string(proto), path, family),
+		path:   path,
+		family: family,
 	}
 }
 
@@ -91,6 +102,10 @@ func (m *metrics) record(s series, proto probe.Protocol, r probe.Result) {
 		if r.RTT > 0 { // an http2_ping refusal (reset, tls) has no round trip
 			s.rtt.Observe(r.RTT.Seconds())
 		}
+	case probe.AnswerError:
+		s.sent.Inc()
+		s.rtt.Observe(r.RTT.Seconds())
+		m.answerErrors.WithLabelValues(string(proto), s.path, s.family, r.Reason).Inc()
 	case probe.Lost:
 		s.sent.Inc()
 		s.lost.Inc()

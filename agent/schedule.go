@@ -185,6 +185,8 @@ func (a *Agent) probe(ft *flowTask) {
 		r = t.eng.syn.Probe(ctx, pt, t.ports[ft.flow], timeout)
 	case probe.ProtocolHTTP2Ping:
 		r = a.pingHTTP2(ctx, t)
+	case probe.ProtocolDNSUDP, probe.ProtocolDNSTCP:
+		r = t.dns[ft.proto][ft.flow].Probe(ctx, timeout)
 	}
 	<-a.sem
 	if ctx.Err() != nil {

@@ -25,7 +25,9 @@ type target struct {
 	cancel context.CancelFunc
 	ports  []uint16  // tcp_syn source ports, one per flow
 	h2     *h2Target // nil unless pinged over HTTP/2
-	added  time.Time
+	// dns are the DNS flows of dns_udp and dns_tcp, when asked.
+	dns   map[probe.Protocol][]*probe.DNSFlow
+	added time.Time
 
 	// tasks are its flows in the schedule; stopped, once set, keeps them
 	// out of it (both guarded by the scheduler's mutex). inflight counts
@@ -69,7 +71,7 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 	a.mu.Lock()
 	var gone []*target
 	for k, t := range a.targets {
-		if w, ok := want[k]; !ok || w.Addr != t.Addr || w.Port != t.Port || w.Class != t.Class || w.HTTP2 != t.HTTP2 {
+		if w, ok := want[k]; !ok || w.Addr != t.Addr || w.Port != t.Port || w.Class != t.Class || w.HTTP2 != t.HTTP2 || w.DNS != t.DNS {
 			gone = append(gone, t)
 			delete(a.targets, k)
 		}
@@ -133,37 +135,49 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 		t.ports = ports
 	}
 	h2, err := a.newH2Target(tg, t.path)
+	if err == nil && slices.Contains(p.Protocols, probe.ProtocolDNS) && tg.DNS != "" {
+		t.dns, err = openDNS(t)
+	}
 	if err != nil {
 		if t.ports != nil {
 			syn.FreePorts(t.ports)
+		}
+		if h2 != nil {
+			h2.pinger.Close()
 		}
 		return nil, err
 	}
 	t.h2 = h2
 	t.ctx, t.cancel = context.WithCancel(ctx)
 	var tasks []*flowTask
-	for _, proto := range p.Protocols {
-		flows := 1
-		switch proto {
-		case probe.ProtocolTCPSYN:
-			flows = len(t.ports)
-		case probe.ProtocolICMP:
-			if !config.Probed(tg.Class, proto) {
-				continue // lb: a VIP does not answer echo (config.Probed)
+	for _, configured := range p.Protocols {
+		for _, proto := range reportedAs(configured) {
+			flows := 1
+			switch proto {
+			case probe.ProtocolTCPSYN:
+				flows = len(t.ports)
+			case probe.ProtocolICMP:
+				if !config.Probed(tg.Class, proto) {
+					continue // lb: a VIP does not answer echo (config.Probed)
+				}
+			case probe.ProtocolHTTP2Ping:
+				if t.h2 == nil {
+					continue // http2: none
+				}
+			case probe.ProtocolDNSUDP, probe.ProtocolDNSTCP:
+				if flows = len(t.dns[proto]); flows == 0 {
+					continue // no dns: block, or no DNS planned
+				}
+			default:
+				continue
 			}
-		case probe.ProtocolHTTP2Ping:
-			if t.h2 == nil {
-				continue // http2: none
+			ps := &protoState{series: a.m.seriesFor(proto, t.path, tg.Family(), tg.Name), live: make([]bool, flows)}
+			for flow := range flows {
+				ps.flows = append(ps.flows, newWindow(p.Window.D(), p.Interval.D()))
+				tasks = append(tasks, &flowTask{t: t, proto: proto, flow: flow})
 			}
-		default:
-			continue // engines of later issues
+			t.protos[proto] = ps
 		}
-		ps := &protoState{series: a.m.seriesFor(proto, t.path, tg.Family(), tg.Name), live: make([]bool, flows)}
-		for flow := range flows {
-			ps.flows = append(ps.flows, newWindow(p.Window.D(), p.Interval.D()))
-			tasks = append(tasks, &flowTask{t: t, proto: proto, flow: flow})
-		}
-		t.protos[proto] = ps
 	}
 	a.sched.add(t, tasks)
 	a.log.Debug("target added", "peer", tg.Name, "family", tg.Family(), "address", tg.Addr.String(), "path", t.path)
@@ -173,6 +187,7 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 func (a *Agent) stopTarget(t *target) {
 	a.sched.remove(t)
 	t.cancel()
+	closeDNS(t.dns) // a DNS probe in flight ends on its flow's close, not on t.ctx
 	t.inflight.Wait()
 	if t.eng.syn != nil && t.ports != nil {
 		t.eng.syn.FreePorts(t.ports)
@@ -210,11 +225,11 @@ func (a *Agent) record(t *target, proto probe.Protocol, flow int, r probe.Result
 			return // not yet programmed, perhaps: neither sent nor lost
 		}
 	}
-	if proto == probe.ProtocolTCPSYN && t.Class == config.ClassLB && refusedNewFlow(r) {
-		// A VIP that refuses a new connection, or whose kube-proxy
-		// rejects it (a Service without endpoints), fails its clients
-		// as surely as one that drops it: for an lb target that is
-		// loss. An agent that refuses (restarting) is no loss.
+	if proto != probe.ProtocolHTTP2Ping && t.Class == config.ClassLB && refusedNewFlow(r) {
+		// A VIP that refuses a new connection or a lookup, or whose
+		// kube-proxy rejects it (a Service without endpoints), fails its
+		// clients as surely as one that drops it: for an lb target that
+		// is loss. An agent that refuses (restarting) is no loss.
 		r.Outcome = probe.Lost
 	}
 	t.mu.Lock()
@@ -236,7 +251,7 @@ func (a *Agent) record(t *target, proto probe.Protocol, flow int, r probe.Result
 // does not: a host firewall or a security group that drops echo is no
 // loss. Caller holds t.mu.
 func (t *target) counts(now time.Time, span time.Duration, proto probe.Protocol, w *window, r probe.Result) bool {
-	answered := r.Outcome == probe.OK || r.Outcome == probe.Refused
+	answered := r.Outcome.Reached()
 	switch {
 	case proto != probe.ProtocolICMP:
 		if answered {

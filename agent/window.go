@@ -79,7 +79,7 @@ func (w *window) stats(since time.Time, rtts []float64) (api.Stats, []float64) {
 			break
 		}
 		switch s.outcome {
-		case probe.OK, probe.Refused:
+		case probe.OK, probe.Refused, probe.AnswerError:
 			st.Sent++
 			if s.rtt > 0 { // an http2_ping refusal has no round trip
 				rtts = append(rtts, s.rtt.Seconds())

@@ -47,6 +47,15 @@ type Peer struct {
 	// HTTP2 is how http2_ping reaches the peer; absent: the class's
 	// default (h2c to agents).
 	HTTP2 *PeerHTTP2 `json:"http2,omitempty"`
+	// DNS, when set, makes the peer a DNS server that dns probes ask on
+	// Port (a static target's dns: block has the same form).
+	DNS *DNSQuestion `json:"dns,omitempty"`
+}
+
+// DNSQuestion is what a DNS probe asks a peer.
+type DNSQuestion struct {
+	// Query is the name asked (type A); empty: probe.DefaultDNSQuery.
+	Query string `json:"query,omitempty"`
 }
 
 // PeerHTTP2 is how http2_ping reaches a peer.

@@ -93,6 +93,9 @@ type Target struct {
 	CAFile             string `json:"caFile,omitempty"`
 	ServerName         string `json:"serverName,omitempty"`
 	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
+	// DNS, when set, makes dns probes ask the target on Port over UDP
+	// and TCP; a target without it gets none.
+	DNS *api.DNSQuestion `json:"dns,omitempty"`
 }
 
 // Defaults.
@@ -103,6 +106,7 @@ const (
 	DefaultFlows              = 8
 	DefaultMaxProbesPerSecond = 200
 	DefaultPort               = 9808
+	DefaultDNSPort            = 53 // a target with a dns: block
 	DefaultSourcePortBase     = 61000
 	DefaultMaxTargets         = 256
 	// The matrix refuses reports beyond these (api/limits.go): an
@@ -162,8 +166,16 @@ func (c *Agent) SetDefaults() {
 		c.Kubernetes.setAgentDefaults()
 	}
 	for i := range c.Targets {
-		if c.Targets[i].Port == 0 {
-			c.Targets[i].Port = DefaultPort
+		t := &c.Targets[i]
+		switch {
+		case t.Port != 0:
+		case t.DNS != nil:
+			t.Port = DefaultDNSPort
+		default:
+			t.Port = DefaultPort
+		}
+		if t.DNS != nil && t.DNS.Query == "" {
+			t.DNS.Query = probe.DefaultDNSQuery
 		}
 	}
 	c.setHTTP2Defaults()
@@ -253,9 +265,19 @@ func (c *Agent) Validate() error {
 			bad(f+".port", "%d not in 1..65535", t.Port)
 		}
 		if t.Class == ClassLB && !slices.ContainsFunc(p.Protocols, func(proto probe.Protocol) bool {
-			return Probed(ClassLB, proto) && (proto != probe.ProtocolHTTP2Ping || t.HTTP2 != HTTP2None)
+			return Probed(ClassLB, proto) && (proto != probe.ProtocolHTTP2Ping || t.HTTP2 != HTTP2None) && (proto != probe.ProtocolDNS || t.DNS != nil)
 		}) {
-			bad(f+".class", "lb target would not be probed: lb targets get no icmp (a VIP rarely answers echo); add tcp_syn to probing.protocols, or http2_ping with an http2 mode other than none")
+			bad(f+".class", "lb target would not be probed: lb targets get no icmp (a VIP rarely answers echo); add tcp_syn to probing.protocols, or http2_ping with an http2 mode other than none, or dns with a dns: block")
+		}
+		if t.DNS != nil {
+			if !slices.Contains(p.Protocols, probe.ProtocolDNS) {
+				bad(f+".dns", "probing.protocols does not list dns: the target would get no DNS probe")
+			}
+			if t.DNS.Query != "" {
+				if _, err := probe.CheckDNSName(t.DNS.Query); err != nil {
+					bad(f+".dns.query", "%v", err)
+				}
+			}
 		}
 	}
 	c.validateHTTP2(bad)

@@ -44,6 +44,28 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// A dns: block's target defaults to port 53 and the API server's name.
+func TestDNSDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := LoadAgent("testdata/good/dns.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		port  int
+		query string
+	}{"n21": {DefaultPort, ""}, "dns1": {53, "kubernetes.default.svc.cluster.local."}, "coredns-a": {DefaultDNSPort, probe.DefaultDNSQuery}}
+	for _, tg := range c.Targets {
+		query := ""
+		if tg.DNS != nil {
+			query = tg.DNS.Query
+		}
+		if w := want[tg.Name]; tg.Port != w.port || query != w.query {
+			t.Errorf("%s: port %d query %q, want %d %q", tg.Name, tg.Port, query, w.port, w.query)
+		}
+	}
+}
+
 func TestHTTP2Defaults(t *testing.T) {
 	t.Parallel()
 	c, err := LoadAgent("testdata/good/http2.yaml")
@@ -76,7 +98,7 @@ func TestBadConfigs(t *testing.T) {
 		"bad-class":               {"class", `"router"`, "node, pod"},
 		"missing-name":            {"name: required"},
 		"bad-duration":            {"probing.timeout"},
-		"bad-protocol":            {"probing.protocols[1]", `"udp"`, "icmp, tcp_syn, http2_ping"},
+		"bad-protocol":            {"probing.protocols[1]", `"udp"`, "icmp, tcp_syn, http2_ping, dns"},
 		"bad-target":              {"targets[0].address", "198.18.2.300"},
 		"duplicate-target":        {"targets[1].name", "targets[0]"},
 		"duplicate-key":           {`"name"`},
@@ -103,6 +125,7 @@ func TestBadConfigs(t *testing.T) {
 		"tls-bad-pair":            {"tls.certFile", "/nonexistent/key.pem", "tls.hosts: only for selfSigned"},
 		"lb-icmp-only":            {"targets[1].class: lb target would not be probed", "no icmp", "tcp_syn"},
 		"k8s-ca-file":             {"kubernetes.apiServerCAFile", "/nonexistent/ca.crt"},
+		"dns":                     {"targets[0].dns: probing.protocols does not list dns", "targets[0].dns.query", `"a..b."`, "targets[0].class: lb target would not be probed"},
 	}
 	files, _ := filepath.Glob("testdata/bad/*.yaml")
 	if len(files) != len(want) {

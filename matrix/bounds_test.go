@@ -36,7 +36,7 @@ func TestObserveRefusesOversizedReports(t *testing.T) {
 		{"targets[0].labels:", func(o *api.Observations) { o.Targets[0].Labels = labels }},
 		{"targets[0].backends:", func(o *api.Observations) { o.Targets[0].Backends = []string{"n1", long} }},
 		{"targets[0].protocols:", func(o *api.Observations) {
-			o.Targets[0].Protocols = make([]api.Protocol, 4)
+			o.Targets[0].Protocols = make([]api.Protocol, len(api.Protocols)+1)
 		}},
 		{"targets[0].protocols[0].protocol:", func(o *api.Observations) { o.Targets[0].Protocols[0].Protocol = "udp" }},
 		{"targets[0].protocols[0].flows:", func(o *api.Observations) { o.Targets[0].Protocols[0].Flows = flows(api.MaxFlows + 1) }},
