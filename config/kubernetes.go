@@ -10,6 +10,8 @@ import (
 	"os"
 	"regexp"
 	"strings"
+
+	"github.com/netprober/prober/probe"
 )
 
 // Discovery modes: where an agent's targets come from.
@@ -74,6 +76,33 @@ type Kubernetes struct {
 	// matrix share it (a Secret mounted in each), so that an agent
 	// answers every replica. Matrix only.
 	PullKeySecretFile string `json:"pullKeySecretFile,omitempty"`
+	// DNS is the cluster DNS every agent asks: its Service's VIP and
+	// each of its endpoints. Matrix only.
+	DNS *ClusterDNS `json:"dns,omitempty"`
+}
+
+// ClusterDNS is the cluster DNS discovery plans for every agent.
+type ClusterDNS struct {
+	// Service is its Service, namespace/name (default kube-system/kube-dns,
+	// the name CoreDNS keeps for compatibility); none: no DNS probes.
+	Service string `json:"service,omitempty"`
+	// Query is the name asked (default probe.DefaultDNSQuery).
+	Query string `json:"query,omitempty"`
+}
+
+// Cluster DNS defaults.
+const (
+	DefaultDNSService = "kube-system/kube-dns"
+	DNSServiceNone    = "none"
+)
+
+// DNSService is the cluster DNS Service's namespace and name, ok false
+// when none is probed. Valid after SetDefaults and Validate.
+func (k *Kubernetes) DNSService() (namespace, name string, ok bool) {
+	if k.DNS == nil || k.DNS.Service == DNSServiceNone {
+		return "", "", false
+	}
+	return strings.Cut(k.DNS.Service, "/")
 }
 
 // Kubernetes discovery defaults, as in deploy/daemonset.yaml.
@@ -134,6 +163,15 @@ func (k *Kubernetes) SetDefaults() {
 	}
 	if k.AgentPort == 0 {
 		k.AgentPort = DefaultPort
+	}
+	if k.DNS == nil {
+		k.DNS = &ClusterDNS{}
+	}
+	if k.DNS.Service == "" {
+		k.DNS.Service = DefaultDNSService
+	}
+	if k.DNS.Query == "" {
+		k.DNS.Query = probe.DefaultDNSQuery
 	}
 }
 
@@ -225,7 +263,7 @@ func (k *Kubernetes) validateAgent(bad func(field, format string, args ...any)) 
 		{"podAgentSelector", k.PodAgentSelector != ""}, {"rackLabel", k.RackLabel != ""},
 		{"apiServerLB", k.APIServerLB != ""}, {"agentPort", k.AgentPort != 0},
 		{"agentAuth", k.AgentAuth != ""}, {"agentServiceAccount", k.AgentServiceAccount != ""},
-		{"pullKeySecretFile", k.PullKeySecretFile != ""},
+		{"pullKeySecretFile", k.PullKeySecretFile != ""}, {"dns", k.DNS != nil},
 	} {
 		if f.set {
 			bad("kubernetes."+f.name, "the matrix's setting: agents read no API and plan nothing; move it to the matrix config (docs/kubernetes.md)")
@@ -266,6 +304,14 @@ func (k *Kubernetes) validateMatrix(bad func(field, format string, args ...any))
 	if k.PullKeySecretFile != "" {
 		if _, err := k.PullKeySecret(); err != nil {
 			bad("kubernetes.pullKeySecretFile", "%v", err)
+		}
+	}
+	if d := k.DNS; d != nil {
+		if ns, name, ok := strings.Cut(d.Service, "/"); d.Service != DNSServiceNone && (!ok || !dnsLabel.MatchString(ns) || !dnsLabel.MatchString(name)) {
+			bad("kubernetes.dns.service", "%q is not namespace/name such as %s, or %s", d.Service, DefaultDNSService, DNSServiceNone)
+		}
+		if _, err := probe.CheckDNSName(d.Query); err != nil {
+			bad("kubernetes.dns.query", "%v", err)
 		}
 	}
 }

@@ -47,6 +47,9 @@ type Config struct {
 	// Settle is how long a change waits for more before a snapshot is
 	// built, so 100 Nodes joining give one snapshot, not 100. Default 1s.
 	Settle time.Duration
+	// DNSNamespace and DNSService name the cluster DNS's Service, whose
+	// VIP and endpoints every agent asks DNSQuery (dns.go); empty: none.
+	DNSNamespace, DNSService, DNSQuery string
 }
 
 // MatrixConfig is the matrix's discovery from its kubernetes block: the
@@ -55,7 +58,7 @@ type Config struct {
 // every plan within 2 s (half a second to coalesce, the rest to rebuild
 // and answer the agents' polls).
 func MatrixConfig(k *config.Kubernetes) Config {
-	return Config{
+	c := Config{
 		Namespace:         k.Namespace,
 		NodeAgentSelector: k.NodeAgentSelector,
 		PodAgentSelector:  k.PodAgentSelector,
@@ -65,6 +68,10 @@ func MatrixConfig(k *config.Kubernetes) Config {
 		APIServerHTTP2:    true,
 		Settle:            500 * time.Millisecond,
 	}
+	if ns, name, ok := k.DNSService(); ok {
+		c.DNSNamespace, c.DNSService, c.DNSQuery = ns, name, k.DNS.Query
+	}
+	return c
 }
 
 // DefaultSettle is Config.Settle's default.
@@ -121,6 +128,7 @@ type listers struct {
 	rackLabel string
 	port      uint16
 	lb        netip.AddrPort
+	dns       dnsService
 	apiHTTP2  HTTP2 // the kubernetes Service's and apiserver-lb's
 	// badHTTP2 is told of an opted-in Service's unusable http2
 	// annotation (key namespace/name); nil: nobody is.
@@ -159,6 +167,7 @@ func (d *Discovery) Run(ctx context.Context, emit func([]Peer)) error {
 	l := listers{
 		nodes: nodes.Lister(), nodePods: nodePods.Lister(), podPods: podPods.Lister(),
 		rackLabel: d.cfg.RackLabel, port: d.cfg.AgentPort, lb: d.cfg.APIServerLB,
+		dns:      dnsService{namespace: d.cfg.DNSNamespace, name: d.cfg.DNSService, query: d.cfg.DNSQuery},
 		apiHTTP2: HTTP2{Mode: HTTP2None}, badHTTP2: d.warnHTTP2,
 	}
 	if d.cfg.APIServerHTTP2 {
@@ -316,9 +325,27 @@ func (l *listers) snapshot() []Peer {
 			}
 		}
 	}
+	// The cluster DNS's endpoints are peers before any Service's
+	// backends are read: they are its VIP's.
+	dnsVIP, dnsEndpoints := l.dns.peers(l.services, l.slices, byName, byAddr, l.rackLabel)
+	for _, p := range dnsEndpoints {
+		out = append(out, p)
+		for _, a := range []netip.Addr{p.Addr, p.Addr6} {
+			if a.IsValid() {
+				byAddr[a] = p.Name
+			}
+		}
+	}
+	if dnsVIP.Name != "" {
+		dnsVIP.Backends = backends(l.slices, l.dns.namespace, l.dns.name, byAddr)
+		out = append(out, dnsVIP)
+	}
 	var apiBackends []string
 	services, _ := l.services.List(everything)
 	for _, s := range services {
+		if l.dns.is(s) {
+			continue // above
+		}
 		if isAPIServerService(s) {
 			if p, ok := apiServerPeer(s, l.apiHTTP2); ok {
 				apiBackends = backends(l.slices, s.Namespace, s.Name, byAddr)
@@ -359,7 +386,9 @@ func (l *listers) probedServices() []string {
 	var out []string
 	for _, s := range services {
 		ok := false
-		if isAPIServerService(s) {
+		if l.dns.is(s) {
+			ok = true
+		} else if isAPIServerService(s) {
 			_, ok = apiServerPeer(s, HTTP2{})
 		} else {
 			ps, _ := servicePeers(s)

@@ -106,6 +106,9 @@ type Peer struct {
 	Backends []string
 	// HTTP2 is how http2_ping reaches the peer.
 	HTTP2 HTTP2
+	// DNS is the name dns probes ask the peer on Port: set on the
+	// cluster DNS's VIP and endpoints (dns.go), "" on every other peer.
+	DNS string
 }
 
 func (p Peer) String() string {
@@ -119,7 +122,7 @@ func (p Peer) String() string {
 func (p Peer) Equal(q Peer) bool {
 	return p.Name == q.Name && p.Class == q.Class && p.Addr == q.Addr && p.Addr6 == q.Addr6 && p.Port == q.Port &&
 		p.Unschedulable == q.Unschedulable && p.Agent == q.Agent && p.AgentPod == q.AgentPod && p.AgentPodUID == q.AgentPodUID && maps.Equal(p.Labels, q.Labels) &&
-		slices.Equal(p.Backends, q.Backends) && p.HTTP2 == q.HTTP2
+		slices.Equal(p.Backends, q.Backends) && p.HTTP2 == q.HTTP2 && p.DNS == q.DNS
 }
 
 // sortPeers orders peers by class (node, pod, lb) then name, so equal
@@ -136,14 +139,15 @@ func equalSnapshots(a, b []Peer) bool {
 }
 
 // Plan is what the matrix plans from a snapshot: the agents (node peers
-// with a Ready node agent, pod peers) and the LB targets, as the plan's
-// peers, and each agent's base URL by name. A Node without a Ready agent
-// is left out: nobody could tell its silence from loss.
+// with a Ready node agent, pod peers), the LB targets and the cluster
+// DNS's endpoints, as the plan's peers, and each agent's base URL by
+// name. A Node without a Ready agent is left out: nobody could tell its
+// silence from loss.
 func Plan(ps []Peer) (peers []api.Peer, agents map[string]string) {
 	keep := make([]Peer, 0, len(ps))
 	agents = map[string]string{}
 	for _, p := range ps {
-		if p.Class == ClassLB {
+		if p.Class == ClassLB || p.DNS != "" && !p.Agent {
 			keep = append(keep, p)
 			continue
 		}
@@ -167,6 +171,9 @@ func Wire(ps []Peer) []api.Peer {
 		}
 		if p.Class == ClassPod {
 			w.Node = p.Labels[LabelNode]
+		}
+		if p.DNS != "" {
+			w.DNS = &api.DNSQuestion{Query: p.DNS}
 		}
 		if p.HTTP2.Mode != "" {
 			w.HTTP2 = &api.PeerHTTP2{Mode: p.HTTP2.Mode, ServerName: p.HTTP2.ServerName,

@@ -361,9 +361,13 @@ func TestTransformKeepsOnlyWhatIsRead(t *testing.T) {
 		len(ss.Status.LoadBalancer.Ingress) != 1 || len(ss.Spec.ClusterIPs) != 1 {
 		t.Errorf("slim service: %+v", ss)
 	}
-	e, _ := slim(slice("web", "front", "front-1", ep("192.0.2.2", "y", "y", "n")))
-	if se := e.(*discoveryv1.EndpointSlice); len(se.Labels) != 1 || se.Labels[ServiceNameLabel] != "front" || se.Ports != nil ||
-		se.AddressType != discoveryv1.AddressTypeIPv4 || len(se.Endpoints) != 1 || se.Endpoints[0].NodeName != nil ||
+	full := ep("192.0.2.2", "y", "y", "n")
+	full.Zone = ptr("z1")
+	full.TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: "front-abc", Namespace: "web", UID: "u1", ResourceVersion: "7"}
+	e, _ := slim(slice("web", "front", "front-1", full))
+	if se := e.(*discoveryv1.EndpointSlice); len(se.Labels) != 1 || se.Labels[ServiceNameLabel] != "front" || len(se.Ports) != 1 ||
+		se.AddressType != discoveryv1.AddressTypeIPv4 || len(se.Endpoints) != 1 || *se.Endpoints[0].NodeName != "n1" || se.Endpoints[0].Zone != nil ||
+		*se.Endpoints[0].TargetRef != (corev1.ObjectReference{Kind: "Pod", Name: "front-abc"}) ||
 		se.Endpoints[0].Addresses[0] != "192.0.2.2" || !*se.Endpoints[0].Conditions.Ready || *se.Endpoints[0].Conditions.Terminating {
 		t.Errorf("slim endpointslice kept too much or too little: %+v", se)
 	}

@@ -94,19 +94,26 @@ func slimService(s *corev1.Service) *corev1.Service {
 	return out
 }
 
-// slimSlice keeps an EndpointSlice's Service label, address type, and its
-// endpoints' addresses and readiness: no ports, topology, hints or target
-// references.
+// slimSlice keeps an EndpointSlice's Service label, address type and
+// ports, and its endpoints' addresses, readiness, node and pod (the
+// cluster DNS's endpoints are peers: dns.go): no topology, hints or the
+// rest of the target reference.
 func slimSlice(e *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
 	out := &discoveryv1.EndpointSlice{ObjectMeta: slimMeta(&e.ObjectMeta), AddressType: e.AddressType}
 	if v, ok := e.Labels[ServiceNameLabel]; ok {
 		out.Labels = map[string]string{ServiceNameLabel: v}
 	}
+	for _, p := range e.Ports {
+		out.Ports = append(out.Ports, discoveryv1.EndpointPort{Name: p.Name, Protocol: p.Protocol, Port: p.Port})
+	}
 	out.Endpoints = make([]discoveryv1.Endpoint, len(e.Endpoints))
 	for i, ep := range e.Endpoints {
 		c := ep.Conditions
-		out.Endpoints[i] = discoveryv1.Endpoint{Addresses: ep.Addresses,
+		out.Endpoints[i] = discoveryv1.Endpoint{Addresses: ep.Addresses, NodeName: ep.NodeName,
 			Conditions: discoveryv1.EndpointConditions{Ready: c.Ready, Serving: c.Serving, Terminating: c.Terminating}}
+		if r := ep.TargetRef; r != nil {
+			out.Endpoints[i].TargetRef = &corev1.ObjectReference{Kind: r.Kind, Name: r.Name}
+		}
 	}
 	return out
 }

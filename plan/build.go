@@ -80,7 +80,8 @@ func (p *Plans) Targets(agent string) []Peer {
 }
 
 // Build computes every agent's plan from the node agents (class "node"),
-// pod agents (class "pod", with Node set) and LB targets (class "lb"). It is
+// pod agents (class "pod", with Node set), LB targets (class "lb") and
+// the cluster DNS's endpoints (a DNS question set, any class). It is
 // a pure function of the set of peers: any order, and duplicate names (the
 // first after sorting counts), give the same Plans.
 func Build(agents []Peer, opts BuildOptions) *Plans {
@@ -94,12 +95,14 @@ func Build(agents []Peer, opts BuildOptions) *Plans {
 	peers = slices.CompactFunc(peers, func(a, b Peer) bool { return a.Name == b.Name })
 	var lbs, nodes, pods []Peer
 	for _, p := range peers {
-		switch p.Class {
-		case api.ClassLB:
+		switch {
+		case p.Class == api.ClassLB || p.DNS != nil:
+			// Every agent probes the LBs and the cluster DNS's
+			// endpoints, which run no agent.
 			lbs = append(lbs, p)
-		case api.ClassNode:
+		case p.Class == api.ClassNode:
 			nodes = append(nodes, p)
-		case api.ClassPod:
+		case p.Class == api.ClassPod:
 			pods = append(pods, p)
 		}
 	}

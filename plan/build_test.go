@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/netprober/prober/api"
 )
 
 // byAgent returns every agent's targets by its name.
@@ -307,5 +309,33 @@ func TestBuildSpread(t *testing.T) {
 					tc.labels, g, len(out[g]), len(in[g]), tc.want)
 			}
 		}
+	}
+}
+
+// TestBuildDNSEndpoints: the cluster DNS's endpoints (pods with a DNS
+// question, no agent) are probed by every agent, node and pod, as the
+// VIPs are, and plan nothing themselves.
+func TestBuildDNSEndpoints(t *testing.T) {
+	t.Parallel()
+	all := agents(40, "rack", 1)
+	q := &api.DNSQuestion{Query: "kubernetes.default.svc.cluster.local."}
+	all = append(all,
+		Peer{Name: "kube-system/kube-dns", Class: api.ClassLB, Address: "192.0.2.53", Port: 53, DNS: q},
+		Peer{Name: "kube-system/coredns-a", Class: api.ClassPod, Address: "192.0.2.54", Port: 53, Node: "n00003", DNS: q})
+	ps := Build(all, BuildOptions{})
+	checkPlans(t, all, ps, DefaultMaxTargets)
+	plans := byAgent(ps)
+	if _, ok := plans["kube-system/coredns-a"]; ok {
+		t.Error("a DNS endpoint has a plan of its own")
+	}
+	for name, ts := range plans {
+		for _, dns := range []string{"kube-system/kube-dns", "kube-system/coredns-a"} {
+			if !slices.Contains(names(ts), dns) {
+				t.Errorf("%s does not ask %s", name, dns)
+			}
+		}
+	}
+	if len(plans) != 80 {
+		t.Errorf("%d agents, want the 40 nodes' and 40 pods'", len(plans))
 	}
 }

@@ -163,6 +163,12 @@ func version(a api.AgentPlan) string {
 		for _, b := range t.Backends {
 			str(b)
 		}
+		if t.DNS == nil {
+			num(0)
+		} else {
+			num(1)
+			str(t.DNS.Query)
+		}
 		if t.HTTP2 == nil {
 			num(0)
 			continue

@@ -136,7 +136,8 @@ func TestVersionCoversEveryField(t *testing.T) {
 			Labels: map[string]string{"rack": "r1"},
 			Targets: []Peer{{Name: "vip", Class: api.ClassLB, Address: "192.0.2.9", Port: 443, Group: "g", Node: "n2",
 				Labels: map[string]string{"rack": "r2"}, Backends: []string{"n2"},
-				HTTP2: &api.PeerHTTP2{Mode: api.HTTP2TLS, ServerName: "s", APIServer: true, InsecureSkipVerify: false}}}}
+				HTTP2: &api.PeerHTTP2{Mode: api.HTTP2TLS, ServerName: "s", APIServer: true, InsecureSkipVerify: false},
+				DNS:   &api.DNSQuestion{Query: "q."}}}}
 	}
 	want := version(base())
 	// change sets field i of the struct v points to to a different value.
@@ -158,13 +159,13 @@ func TestVersionCoversEveryField(t *testing.T) {
 			}
 			f.Set(reflect.Zero(f.Type())) // Targets: none
 		case reflect.Pointer:
-			f.Set(reflect.Zero(f.Type())) // HTTP2: the class default
+			f.Set(reflect.Zero(f.Type())) // HTTP2: the class default; DNS: none
 		default:
 			t.Fatalf("field %s of kind %s: teach this test to change it", v.Type().Field(i).Name, f.Kind())
 		}
 	}
 	check := func(what string, pick func(*api.AgentPlan) reflect.Value) {
-		typ := pick(&api.AgentPlan{Targets: []Peer{{HTTP2: &api.PeerHTTP2{}}}}).Type()
+		typ := pick(&api.AgentPlan{Targets: []Peer{{HTTP2: &api.PeerHTTP2{}, DNS: &api.DNSQuestion{}}}}).Type()
 		for i := range typ.NumField() {
 			if n := typ.Field(i).Name; n == "Version" || what == "Peer" && (n == "Pod" || n == "PodUID") {
 				continue // Pods: Plans.Agent never sends them (TestAgentPlanSendsNoPod)
@@ -179,6 +180,7 @@ func TestVersionCoversEveryField(t *testing.T) {
 	check("AgentPlan", func(a *api.AgentPlan) reflect.Value { return reflect.ValueOf(a).Elem() })
 	check("Peer", func(a *api.AgentPlan) reflect.Value { return reflect.ValueOf(&a.Targets[0]).Elem() })
 	check("PeerHTTP2", func(a *api.AgentPlan) reflect.Value { return reflect.ValueOf(a.Targets[0].HTTP2).Elem() })
+	check("DNSQuestion", func(a *api.AgentPlan) reflect.Value { return reflect.ValueOf(a.Targets[0].DNS).Elem() })
 }
 
 // TestAgentPlanSendsNoPod: the agents' pods are the matrix's to check
