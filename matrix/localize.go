@@ -112,8 +112,9 @@ func (m *Matrix) localize(agents []*agentState) ([]Suspect, Fabric) {
 		return ""
 	}
 	lbs := lbRule(r, th)
-	dps := dataplaneRule(r, th)
-	hosts := hostRule(r, th, rackOf)
+	eps, epNames := endpointRule(r, th)
+	dps := dataplaneRule(r, th, epNames)
+	hosts := append(eps, hostRule(r, th, rackOf)...)
 	cut := explainPods(r, dps)
 	e.fit(r)
 	podNode := m.podNodes(r)

@@ -442,8 +442,9 @@ func (e *estimator) replyRate(r *round, src, dst int32, rate func([]int32) float
 // One node is blamed at a time, the one losing the most beyond its node
 // paths, and the pairs with its pods are taken out of every tally before
 // the next: a pod-to-pod pair counts for both ends' nodes, and the pods
-// that probe a broken node's pod looked broken too.
-func dataplaneRule(r *round, th *Thresholds) []candidate {
+// that probe a broken node's pod looked broken too. The pairs to the
+// endpoints the endpoint rule blamed are the endpoints' own.
+func dataplaneRule(r *round, th *Thresholds, endpoints map[string]bool) []candidate {
 	if !slices.ContainsFunc(r.pairs, func(p pair) bool { return isPodPath(&r.agents[p.agent].targets[p.target]) }) {
 		return nil
 	}
@@ -470,7 +471,7 @@ func dataplaneRule(r *round, th *Thresholds) []candidate {
 		t := &a.targets[p.target]
 		ends[pi] = [2]int32{-1, -1}
 		switch {
-		case isLBPath(t):
+		case isLBPath(t), endpoints[t.name]: // an endpoint the endpoint rule blamed
 		case isPodPath(t):
 			if a.class == api.ClassPod && a.node != "" {
 				ends[pi][0] = id(a.node)

@@ -88,6 +88,9 @@ type Config struct {
 	// aggregation switch, a super-spine and the other pod's aggregation
 	// switch, each picked by ECMP; the LB hangs off the super-spines.
 	SuperSpines, RacksPerPod int
+	// DNS adds the cluster DNS every agent asks (dns.go): a VIP and two
+	// CoreDNS endpoints, over dns_udp and dns_tcp.
+	DNS bool
 	// SilentHop is the chance that an intermediate hop does not answer a
 	// trace (ICMP rate limiting).
 	SilentHop float64
@@ -410,6 +413,10 @@ func (f *Fabric) Truth(ft Fault) (kind, name string) {
 		return "host", f.NodeName(ft.Rack, ft.Node)
 	case Dataplane:
 		return "dataplane", f.NodeName(ft.Rack, ft.Node)
+	case DNSEndpointLoss:
+		return "host", DNSEndpointName(ft.Node % dnsEndpoints)
+	case DNSNoEndpoints:
+		return "lb", DNSServiceName
 	}
 	return "", ""
 }
@@ -546,6 +553,7 @@ func (f *Fabric) Observations(ft Fault, seed uint64) []api.Observations {
 		if cfg.ClusterIP != "" {
 			targets = append(targets, svcDst)
 		}
+		targets = append(targets, f.dnsTargets(ft)...)
 		obs.Targets = make([]api.Target, 0, len(targets))
 		for _, dst := range targets {
 			obs.Targets = append(obs.Targets, f.target(src, dst, ft, faulty, rng))
@@ -602,6 +610,7 @@ func (f *Fabric) podObservations(node int, ft Fault, faulty faults, rng *rand.Ra
 	if cfg.ClusterIP != "" {
 		targets = append(targets, svcDst)
 	}
+	targets = append(targets, f.dnsTargets(ft)...)
 	for _, dst := range targets {
 		obs.Targets = append(obs.Targets, f.target(n+node, dst, ft, faulty, rng))
 	}
@@ -619,6 +628,9 @@ type faults struct {
 	pods      map[int]float64 // by node: its pods' forwarding
 	lb        float64
 	holeSpine int // an agg (in two tiers a spine), or -1
+	// dnsEndpoint is the share of UDP lookups each CoreDNS endpoint
+	// drops.
+	dnsEndpoint [dnsEndpoints]float64
 }
 
 func linkKey(rack, spine int, up bool) [2]int {
@@ -651,6 +663,8 @@ func (f *Fabric) faultIndex(ft Fault) faults {
 		x.lb = ft.Loss
 	case Blackhole:
 		x.holeSpine = g
+	case DNSEndpointLoss:
+		x.dnsEndpoint[ft.Node%dnsEndpoints] = ft.Loss
 	}
 	for _, o := range ft.And {
 		y := f.faultIndex(o)
@@ -756,6 +770,9 @@ func (f *Fabric) nodeWay(a, b int, w way, x *faults, tuple uint64) (ok float64, 
 }
 
 func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Target {
+	if isDNSDst(dst) {
+		return f.dnsTarget(src, dst, ft, x, rng)
+	}
 	cfg := f.cfg
 	ra := f.nodeOf(src) / cfg.NodesPerRack
 	t := api.Target{Port: AgentPort, Protocols: []api.Protocol{{Protocol: "tcp_syn"}}}
