@@ -2,6 +2,7 @@ package dashboards
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/dashboards/dashtest"
 	"github.com/netprober/prober/lab"
@@ -31,7 +33,9 @@ var builtinValues = map[string]string{"__rate_interval": "10s", "__interval": "2
 // 2-spine, 2-rack fabric in network namespaces, agents on three of its
 // four nodes (n22's agent is missing on purpose), the matrix, and a real
 // Prometheus in n11's namespace scraping them every second and evaluating
-// the rules, with 30% loss on n21's NIC. Then every query of every panel
+// the rules, with 30% loss on n21's NIC, and CoreDNS on n22 that every
+// agent asks twice: once a name of its zone, once a name it refuses (an
+// answer error, a DNS alert). Then every query of every panel
 // must return series with the labels the panel shows, every query
 // variable must offer the value the test picks, every alert rule must
 // evaluate cleanly and those the fault trips must be pending or firing,
@@ -40,6 +44,13 @@ var builtinValues = map[string]string{"__rate_interval": "10s", "__interval": "2
 func TestLive(t *testing.T) {
 	promBin := tool(t, "prometheus")
 	promtool := tool(t, "promtool")
+	corednsBin, err := testbed.LookCoreDNS()
+	if err != nil {
+		if os.Getenv("PROBER_REQUIRE_TOOLS") != "" {
+			t.Fatalf("%v, and PROBER_REQUIRE_TOOLS is set", err)
+		}
+		t.Skip(err)
+	}
 	labtest.NeedNetAdmin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -72,6 +83,11 @@ func TestLive(t *testing.T) {
 			p.Close()
 		}
 	})
+	coredns, err := testbed.StartCoreDNS(ctx, f, testbed.CoreDNSSpec{Host: "n22", Path: corednsBin, Addrs: []netip.Addr{nodes[3].Addr}, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs = append(procs, coredns)
 	var agents []*testbed.Agent
 	for i, self := range withAgent {
 		var peers []lab.Host
@@ -83,9 +99,15 @@ func TestLive(t *testing.T) {
 		cfg := testbed.AgentConfig(self, config.Probing{
 			Interval: config.Duration(100 * time.Millisecond), Timeout: config.Duration(200 * time.Millisecond),
 			Window: config.Duration(10 * time.Second), Flows: 4,
-			Protocols:          []probe.Protocol{probe.ProtocolICMP, probe.ProtocolTCPSYN, probe.ProtocolHTTP2Ping},
-			MaxProbesPerSecond: 500, MaxTargets: 4, SourcePortBase: 61000 + 100*i,
+			Protocols:          []probe.Protocol{probe.ProtocolICMP, probe.ProtocolTCPSYN, probe.ProtocolHTTP2Ping, probe.ProtocolDNS},
+			MaxProbesPerSecond: 500, MaxTargets: 6, SourcePortBase: 61000 + 100*i,
 		}, peers...)
+		dns := nodes[3].Addr.String()
+		cfg.Targets = append(cfg.Targets,
+			config.Target{Name: "kube-system/coredns-n22", Address: dns, Class: config.ClassPod, Port: 53, HTTP2: config.HTTP2None,
+				Labels: map[string]string{"node": "n22"}, DNS: &api.DNSQuestion{Query: probe.DefaultDNSQuery}},
+			config.Target{Name: "dns-other-domain", Address: dns, Class: config.ClassLB, Port: 53, HTTP2: config.HTTP2None,
+				DNS: &api.DNSQuestion{Query: "kubernetes.default.svc.example."}})
 		a, err := testbed.StartAgent(ctx, f, testbed.AgentSpec{Prober: prober, Config: cfg, Dir: dir})
 		if err != nil {
 			t.Fatal(err)
@@ -155,6 +177,7 @@ func TestLive(t *testing.T) {
 			{Name: "ProberLossAboveSLA", Match: func(a map[string]string) bool { return a["source"] == "n21" || a["target"] == "n21" }},
 			{Name: "ProberAgentsMissing"},
 			{Name: "ProberProbesFailingToSend", Match: func(a map[string]string) bool { return a["node"] == "n21" }},
+			{Name: "ProberDNSLookupsFailing", Match: func(a map[string]string) bool { return a["path"] == "node_to_lb" }},
 		},
 		// The matrix is scraped.
 		Quiet: []string{"ProberMatrixAbsent"},

@@ -40,3 +40,11 @@ func AddHostAddrs(f *lab.Fabric, host string, n int) ([]netip.Addr, error) {
 
 // Usage needs Linux.
 func (p *Process) Usage() (Usage, error) { return Usage{}, errors.ErrUnsupported }
+
+// StartCoreDNS needs Linux.
+func StartCoreDNS(ctx context.Context, f *lab.Fabric, s CoreDNSSpec) (*CoreDNS, error) {
+	return nil, errors.ErrUnsupported
+}
+
+// CoreDNS is a CoreDNS server (Linux only).
+type CoreDNS struct{ *Process }

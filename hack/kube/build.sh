@@ -2,7 +2,7 @@
 # build.sh builds the control plane (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler), the node daemons (kubelet,
 # kube-proxy) and kubectl at the version pinned in hack/kube/go.mod, and
-# upstream's prometheus (below), into a
+# upstream's prometheus and coredns (below), into a
 # cache directory outside the tree, and prints that directory. A second run
 # finds the binaries and returns at once; a cold build takes minutes (see
 # ../../docs/performance.md).
@@ -20,14 +20,17 @@ version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2 } $1 == "requir
 # client-go's dependencies). Only that discovery is compiled in.
 prometheus_version=v0.316.0
 prometheus_tags=remove_all_sd,enable_kubernetes_sd
+# The lab's and the cluster test's DNS: upstream CoreDNS, the DNS every
+# Kubernetes distribution runs (Debian packages none).
+coredns_version=v1.14.7
 # The directory name also carries a hash of go.sum and the Prometheus pin,
 # so changing a pin (etcd's, say) rebuilds instead of reusing stale
 # binaries.
-sum=$( (cat go.mod go.sum; echo "$prometheus_version $prometheus_tags") 2>/dev/null | cksum | cut -d' ' -f1)
+sum=$( (cat go.mod go.sum; echo "$prometheus_version $prometheus_tags $coredns_version") 2>/dev/null | cksum | cut -d' ' -f1)
 dir=${PROBER_KUBE_ASSETS:-$($GO env GOCACHE)/../prober-kube/$version-$sum}
 cmds="etcd kubectl kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy"
 cached() {
-	for cmd in $cmds prometheus; do
+	for cmd in $cmds prometheus coredns; do
 		[ -x "$dir/$cmd" ] || return 1
 	done
 }
@@ -65,9 +68,13 @@ start=$(date +%s)
 GOBIN="$tmp" CGO_ENABLED=0 $GO install -trimpath -tags "$prometheus_tags" -ldflags "-s -w" \
 	"github.com/prometheus/prometheus/cmd/prometheus@$prometheus_version"
 echo "hack/kube: built prometheus in $(( $(date +%s) - start ))s" >&2
+echo "hack/kube: building coredns $coredns_version" >&2
+start=$(date +%s)
+GOBIN="$tmp" CGO_ENABLED=0 $GO install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$coredns_version"
+echo "hack/kube: built coredns in $(( $(date +%s) - start ))s" >&2
 # Publish all at once so a concurrent or interrupted build never leaves a
 # half-filled directory that looks complete.
-for cmd in $cmds prometheus; do
+for cmd in $cmds prometheus coredns; do
 	mv "$tmp/$cmd" "$dir/$cmd"
 done
 echo "$dir"
