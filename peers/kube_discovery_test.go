@@ -35,6 +35,12 @@ type watcher struct {
 
 func startDiscovery(t *testing.T, s *peerstest.Server, name string, settle time.Duration) *watcher {
 	t.Helper()
+	return startDiscoveryWith(t, s, name, settle, nil)
+}
+
+// startDiscoveryWith is startDiscovery with edit applied to its config.
+func startDiscoveryWith(t *testing.T, s *peerstest.Server, name string, settle time.Duration, edit func(*peers.Config)) *watcher {
+	t.Helper()
 	kc, err := s.Kubeconfig(name, "system:serviceaccount:prober:prober-matrix")
 	if err != nil {
 		t.Fatal(err)
@@ -43,11 +49,15 @@ func startDiscovery(t *testing.T, s *peerstest.Server, name string, settle time.
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := peers.New(client, peers.Config{
+	cfg := peers.Config{
 		Namespace: config.DefaultNamespace, NodeAgentSelector: config.DefaultNodeAgentSelector,
 		PodAgentSelector: config.DefaultPodAgentSelector, RackLabel: "example.com/rack", AgentPort: config.DefaultPort,
 		APIServerLB: netip.MustParseAddrPort("203.0.113.10:6443"), Settle: settle,
-	}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	d, err := peers.New(client, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}

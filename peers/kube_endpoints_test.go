@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/netprober/prober/peers"
@@ -325,4 +326,90 @@ func TestKubeAPIServerPing(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	t.Logf("no GOAWAY in 100 s: resets %v", p.Resets())
+}
+
+// TestKubeDiscoveryDNS: the cluster DNS from a real API server, as
+// kubeadm's CoreDNS addon lays it out (Service kube-system/kube-dns, its
+// EndpointSlice naming the pods): its VIP an lb peer asked on the dns
+// port, each ready CoreDNS pod a peer of its own, the VIP's backends;
+// when the Service loses its endpoints, the endpoints go and the VIP
+// stays, with none.
+func TestKubeDiscoveryDNS(t *testing.T) {
+	s := apiServer(t)
+	deployed(t, s)
+	admin, err := s.AdminClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := createNode(ctx, admin, "dns-n1", addr4(6001)); err != nil {
+		t.Fatal(err)
+	}
+	const ns = "kube-system"
+	svc, err := admin.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Labels: map[string]string{"k8s-app": "kube-dns"}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+			{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
+			{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP},
+			{Name: "metrics", Port: 9153, Protocol: corev1.ProtocolTCP}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		admin.CoreV1().Services(ns).Delete(context.Background(), "kube-dns", metav1.DeleteOptions{})
+		admin.DiscoveryV1().EndpointSlices(ns).Delete(context.Background(), "kube-dns-a", metav1.DeleteOptions{})
+	})
+	pod := func(name, ip string, ready bool) discoveryv1.Endpoint {
+		e := endpoint(ip, ready)
+		e.NodeName = new(string)
+		*e.NodeName = "dns-n1"
+		e.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: name, UID: types.UID("u-" + name)}
+		return e
+	}
+	port, udp, portName := int32(53), corev1.ProtocolUDP, "dns"
+	slice, err := admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "kube-dns-a", Labels: map[string]string{peers.ServiceNameLabel: "kube-dns"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &udp}},
+		Endpoints:   []discoveryv1.Endpoint{pod("coredns-a", addr4(6101), true), pod("coredns-b", addr4(6102), false)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startDiscoveryWith(t, s, "dns", 200*time.Millisecond, func(c *peers.Config) {
+		c.DNSNamespace, c.DNSService, c.DNSQuery = ns, "kube-dns", probe.DefaultDNSQuery
+	})
+	find := func(ps []peers.Peer, name string) (peers.Peer, bool) {
+		i := slices.IndexFunc(ps, func(p peers.Peer) bool { return p.Name == name })
+		if i < 0 {
+			return peers.Peer{}, false
+		}
+		return ps[i], true
+	}
+	ps := w.await(t, "the DNS and its endpoint", 30*time.Second, func(ps []peers.Peer) bool {
+		vip, ok := find(ps, "kube-system/kube-dns")
+		return ok && slices.Equal(vip.Backends, []string{"kube-system/coredns-a"})
+	})
+	vip, _ := find(ps, "kube-system/kube-dns")
+	if vip.Class != peers.ClassLB || vip.Port != 53 || vip.DNS != probe.DefaultDNSQuery || vip.Addr.String() != svc.Spec.ClusterIP {
+		t.Errorf("the DNS VIP: %v, dns %q; want lb at the ClusterIP %s port 53", vip, vip.DNS, svc.Spec.ClusterIP)
+	}
+	ep, ok := find(ps, "kube-system/coredns-a")
+	if !ok || ep.Class != peers.ClassPod || ep.Agent || ep.Port != 53 || ep.Addr.String() != addr4(6101) || ep.Labels[peers.LabelNode] != "dns-n1" || ep.DNS == "" {
+		t.Errorf("the ready CoreDNS endpoint: %v (found %v), labels %v, dns %q", ep, ok, ep.Labels, ep.DNS)
+	}
+	if _, ok := find(ps, "kube-system/coredns-b"); ok {
+		t.Error("a NotReady CoreDNS endpoint is a peer")
+	}
+	// The Service loses its endpoints (CoreDNS scaled to zero).
+	slice.Endpoints = nil
+	if _, err := admin.DiscoveryV1().EndpointSlices(ns).Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.await(t, "the DNS without endpoints", 10*time.Second, func(ps []peers.Peer) bool {
+		vip, ok := find(ps, "kube-system/kube-dns")
+		_, stale := find(ps, "kube-system/coredns-a")
+		return ok && len(vip.Backends) == 0 && !stale
+	})
 }
