@@ -3,8 +3,11 @@ package lab
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/netprober/prober/api"
 )
 
 // Fault kinds. Each is an nftables table inet prober_fault in the
@@ -39,10 +42,15 @@ const (
 	// FaultPartition cuts Rack or Zone off: its ToRs drop everything
 	// from or to other racks and the LB (seed 000).
 	FaultPartition = "partition"
+	// FaultPortLoss drops Permille of the Proto packets to port Port that
+	// Host receives, sends or forwards, only those to Addr when set (a
+	// pod behind the node: a server's socket, or a filter on its port,
+	// that loses what reaches one service).
+	FaultPortLoss = "port-loss"
 )
 
 // FaultKinds lists every kind, in the order the CLI documents them.
-var FaultKinds = []string{FaultDeviceLoss, FaultLinkLoss, FaultBlackhole, FaultLBForget, FaultLBLoss, FaultPodNodeLoss, FaultHostNIC, FaultPartition}
+var FaultKinds = []string{FaultDeviceLoss, FaultLinkLoss, FaultBlackhole, FaultLBForget, FaultLBLoss, FaultPodNodeLoss, FaultHostNIC, FaultPartition, FaultPortLoss}
 
 // Fault is one injected failure. Only the fields its Kind uses may be set.
 type Fault struct {
@@ -51,11 +59,14 @@ type Fault struct {
 	From     string `json:"from,omitempty"`     // link-loss: the sending router
 	To       string `json:"to,omitempty"`       // link-loss: the receiving router
 	Both     bool   `json:"both,omitempty"`     // link-loss: also To -> From
-	Host     string `json:"host,omitempty"`     // host-nic: "n21", "n21p1"
+	Host     string `json:"host,omitempty"`     // host-nic, port-loss: "n21", "n21p1"
 	Rack     string `json:"rack,omitempty"`     // partition: "r1"
 	Zone     string `json:"zone,omitempty"`     // partition: "z1"
 	Permille int    `json:"permille,omitempty"` // loss kinds: 1..1000
 	Mod      int    `json:"mod,omitempty"`      // blackhole: 2..1024, drops 1/Mod of flows
+	Proto    string `json:"proto,omitempty"`    // port-loss: udp or tcp
+	Port     int    `json:"port,omitempty"`     // port-loss: the destination port, 1..65535
+	Addr     string `json:"addr,omitempty"`     // port-loss: only packets to this address
 	// Family restricts any kind to one IP family, FamilyIPv4 or
 	// FamilyIPv6 ("spine2 drops 10% of IPv6 only": a broken IPv6 ECMP
 	// hash or ACL); "" breaks both, IPv6 only on a fabric with it.
@@ -79,6 +90,9 @@ func (ft Fault) String() string {
 	add("zone", ft.Zone, ft.Zone != "")
 	add("permille", ft.Permille, ft.Permille != 0)
 	add("mod", ft.Mod, ft.Mod != 0)
+	add("proto", ft.Proto, ft.Proto != "")
+	add("port", ft.Port, ft.Port != 0)
+	add("addr", ft.Addr, ft.Addr != "")
 	add("family", ft.Family, ft.Family != "")
 	return b.String()
 }
@@ -144,6 +158,26 @@ func (f *Fabric) Check(ft Fault) error {
 			bad("host: unknown host %q (a node such as n11 or a pod such as n11p1)", ft.Host)
 		}
 		permille()
+	case FaultPortLoss:
+		need("host")
+		if _, ok := f.Host(ft.Host); !ok {
+			bad("host: unknown host %q (a node such as n11 or a pod such as n11p1)", ft.Host)
+		}
+		need("proto")
+		if ft.Proto != "udp" && ft.Proto != "tcp" {
+			bad("proto: %q not one of udp, tcp", ft.Proto)
+		}
+		need("port")
+		if ft.Port < 1 || ft.Port > 65535 {
+			bad("port: %d not in 1..65535", ft.Port)
+		}
+		need("addr")
+		if a, err := netip.ParseAddr(ft.Addr); ft.Addr != "" && (err != nil || a.Zone() != "") {
+			bad("addr: %q is not an IP address", ft.Addr)
+		} else if ft.Addr != "" && ft.Family != "" && api.FamilyOf(a) != ft.Family {
+			bad("addr: %s is not %s, the fault's family", ft.Addr, ft.Family)
+		}
+		permille()
 	case FaultPartition:
 		need("rack")
 		need("zone")
@@ -174,8 +208,9 @@ func (f *Fabric) Check(ft Fault) error {
 			"device": ft.Device != "", "from": ft.From != "", "to": ft.To != "", "both": ft.Both,
 			"host": ft.Host != "", "rack": ft.Rack != "", "zone": ft.Zone != "",
 			"permille": ft.Permille != 0, "mod": ft.Mod != 0,
+			"proto": ft.Proto != "", "port": ft.Port != 0, "addr": ft.Addr != "",
 		}
-		for _, k := range []string{"device", "from", "to", "both", "host", "rack", "zone", "permille", "mod"} {
+		for _, k := range []string{"device", "from", "to", "both", "host", "rack", "zone", "permille", "mod", "proto", "port", "addr"} {
 			if set[k] && !uses[k] {
 				bad("%s: not used by %s", k, ft.Kind)
 			}

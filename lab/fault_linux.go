@@ -60,6 +60,20 @@ func (f *Fabric) Inject(ctx context.Context, ft Fault) error {
 		})
 	case FaultPartition:
 		err = f.partition(ctx, ft, d)
+	case FaultPortLoss:
+		h, _ := f.Host(ft.Host)
+		var rules [][]expr.Any
+		for _, fam := range d.fams {
+			match := rule(nfproto(fam), l4protoIs(ft.Proto), dportIs(uint16(ft.Port)))
+			if a, err := netip.ParseAddr(ft.Addr); err == nil {
+				if a.Is4() != (fam.name == FamilyIPv4) {
+					continue
+				}
+				match = rule(match, ipIn(false, netip.PrefixFrom(a, a.BitLen())))
+			}
+			rules = append(rules, rule(match, randomBelow(d.permille), []expr.Any{verdictDrop()}))
+		}
+		err = d.install(h.Namespace, ft.Kind, hookRules{input: rules, forward: rules, output: rules})
 	}
 	if err != nil {
 		return fmt.Errorf("fault %s: %w", ft, err)

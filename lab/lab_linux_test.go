@@ -267,6 +267,36 @@ func TestFabric(t *testing.T) {
 		}
 	})
 
+	t.Run("port loss", func(t *testing.T) {
+		// Every TCP packet to port 8053 of n21's pod dropped at n21:
+		// the pod's other port and n21's own 8053 pass.
+		pod, _ := f.Host("n21p1")
+		n21ns := n21.Namespace
+		for _, a := range []netip.AddrPort{netip.AddrPortFrom(pod.Addr, 8053), netip.AddrPortFrom(pod.Addr, 8054), netip.AddrPortFrom(n21.Addr, 8053)} {
+			ns := pod.Namespace
+			if a.Addr() == n21.Addr {
+				ns = n21ns
+			}
+			listen(t, ns, a)
+		}
+		if err := f.Inject(ctx, lab.Fault{Kind: lab.FaultPortLoss, Host: "n21", Proto: "tcp", Port: 8053, Addr: pod.Addr.String(), Permille: 1000}); err != nil {
+			t.Fatal(err)
+		}
+		defer f.Clear(context.Background())
+		for _, tc := range []struct {
+			to   netip.AddrPort
+			pass bool
+		}{{netip.AddrPortFrom(pod.Addr, 8053), false}, {netip.AddrPortFrom(pod.Addr, 8054), true}, {netip.AddrPortFrom(n21.Addr, 8053), true}} {
+			c, err := dial(n11.Namespace, netip.AddrPortFrom(n11.Addr, 0), tc.to, 500*time.Millisecond)
+			if c != nil {
+				c.Close()
+			}
+			if (err == nil) != tc.pass {
+				t.Errorf("n11 -> %s with port-loss on n21's pod's tcp/8053: dial error %v, want it to pass: %v", tc.to, err, tc.pass)
+			}
+		}
+	})
+
 	t.Run("bad faults", func(t *testing.T) {
 		for _, tc := range []struct {
 			ft   lab.Fault

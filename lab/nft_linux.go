@@ -67,6 +67,23 @@ func nfproto(fam *family) []expr.Any {
 // meta l4proto tcp
 func isTCP() []expr.Any { return metaIs(expr.MetaKeyL4PROTO, []byte{unix.IPPROTO_TCP}) }
 
+// meta l4proto udp|tcp
+func l4protoIs(proto string) []expr.Any {
+	if proto == "udp" {
+		return metaIs(expr.MetaKeyL4PROTO, []byte{unix.IPPROTO_UDP})
+	}
+	return isTCP()
+}
+
+// th dport PORT: UDP's and TCP's destination port, the transport
+// header's bytes 2-3. After l4protoIs.
+func dportIs(port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+	}
+}
+
 // oifname "dev" / iifname "dev"
 func oifIs(dev string) []expr.Any { return metaIs(expr.MetaKeyOIFNAME, ifname(dev)) }
 func iifIs(dev string) []expr.Any { return metaIs(expr.MetaKeyIIFNAME, ifname(dev)) }

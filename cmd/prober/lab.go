@@ -160,19 +160,23 @@ func runLabFault(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		"  lb-loss     --permille 200\n"+
 		"  pod-node-loss --permille 100\n"+
 		"  host-nic    --host n21 --permille 300\n"+
-		"  partition   --zone z1 | --rack r1", stderr)
+		"  partition   --zone z1 | --rack r1\n"+
+		"  port-loss   --host n21 --proto udp --port 53 [--addr 198.18.x.y] --permille 200", stderr)
 	prefix := prefixFlag(fs)
 	var ft lab.Fault
 	fs.StringVar(&ft.Device, "device", "", "router to break: spineN, torN or lb (device-loss, blackhole)")
 	fs.StringVar(&ft.From, "from", "", "sending end of the link (link-loss)")
 	fs.StringVar(&ft.To, "to", "", "receiving end of the link (link-loss)")
 	fs.BoolVar(&ft.Both, "both", false, "break both directions of the link (link-loss)")
-	fs.StringVar(&ft.Host, "host", "", "node or pod whose NIC drops, such as n21 (host-nic)")
+	fs.StringVar(&ft.Host, "host", "", "node or pod whose NIC drops, such as n21 (host-nic); where port-loss drops")
 	fs.StringVar(&ft.Rack, "rack", "", "rack to cut off, such as r1 (partition)")
 	fs.StringVar(&ft.Zone, "zone", "", "zone to cut off, such as z1 (partition)")
 	fs.IntVar(&ft.Permille, "permille", 0, "packets dropped per thousand, 1..1000 (loss kinds)")
 	fs.IntVar(&ft.Mod, "mod", 0, "black-hole the flows whose 5-tuple hash is 0 mod this (blackhole)")
 	fs.StringVar(&ft.Family, "family", "", "break only this IP family, ipv4 or ipv6 (any kind; default both)")
+	fs.StringVar(&ft.Proto, "proto", "", "udp or tcp (port-loss)")
+	fs.IntVar(&ft.Port, "port", 0, "destination port to drop (port-loss)")
+	fs.StringVar(&ft.Addr, "addr", "", "only packets to this address, such as a pod's behind --host (port-loss)")
 	// The kind may come first (`fault device-loss --device spine2`) or
 	// after the lab's flags (`fault --prefix x device-loss ...`).
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
