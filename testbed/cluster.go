@@ -27,8 +27,8 @@ type ClusterSpec struct {
 	// address and a pod CIDR of each family, pods with an IP of each.
 	Fabric lab.Spec
 	// KubeDir holds etcd, kube-apiserver, kube-controller-manager,
-	// kube-scheduler, kubelet, kube-proxy and kubectl
-	// (hack/kube/build.sh builds and caches them).
+	// kube-scheduler, kubelet, kube-proxy, kubectl and coredns, the
+	// cluster's DNS (hack/kube/build.sh builds and caches them).
 	KubeDir string
 	// Prober and Pause are static binaries: the prober image's and the
 	// pods' sandbox image's (testbed/pause).
@@ -84,7 +84,7 @@ const cniDir = "/usr/lib/cni"
 var cniPlugins = []string{"ptp", "host-local", "portmap", "loopback"}
 
 // kubeBinaries are what ClusterSpec.KubeDir must hold.
-var kubeBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl"}
+var kubeBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl", "coredns"}
 
 // CheckClusterTools reports every program a cluster needs that this
 // machine lacks, at once, with how to get it: the Debian packages and the

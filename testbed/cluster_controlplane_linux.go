@@ -54,6 +54,7 @@ func (c *Cluster) prepare(ctx context.Context) error {
 	}{
 		{"prober.tar", ImageSpec{Ref: c.spec.Image, Files: []ImageFile{{From: c.spec.Prober, Path: "/prober"}}, Entrypoint: []string{"/prober"}}},
 		{"pause.tar", ImageSpec{Ref: PauseImage, Files: []ImageFile{{From: c.spec.Pause, Path: "/pause"}}, Entrypoint: []string{"/pause"}}},
+		{"coredns.tar", ImageSpec{Ref: CoreDNSImage, Files: []ImageFile{{From: filepath.Join(c.spec.KubeDir, "coredns"), Path: "/coredns"}}, Entrypoint: []string{"/coredns"}}},
 	} {
 		p := c.path("images", im.file)
 		if err := WriteImage(p, im.spec); err != nil {

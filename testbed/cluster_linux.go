@@ -120,6 +120,7 @@ func StartCluster(ctx context.Context, spec ClusterSpec) (c *Cluster, err error)
 		{"starting the control plane: etcd, kube-apiserver behind the VIP, kube-controller-manager, kube-scheduler", c.startControlPlane},
 		{"starting every node: containerd, kubelet, kube-proxy in its own mount namespace", c.startNodes},
 		{"waiting for every node to register, take its pod CIDR and be Ready", c.waitNodesReady},
+		{fmt.Sprintf("starting the cluster's DNS: CoreDNS, Service %s/%s at %s", DNSNamespace, DNSService, strings.Join(c.perFamily(DNSServiceIP, DNSServiceIP6), ", ")), c.startDNS},
 	}
 	for _, st := range steps {
 		if err := ctx.Err(); err != nil {
@@ -268,4 +269,13 @@ func (c *Cluster) perFamily(v4, v6 fmt.Stringer) []string {
 // dualStack is perFamily as a flag that takes one of each: "a,b".
 func (c *Cluster) dualStack(v4, v6 fmt.Stringer) string {
 	return strings.Join(c.perFamily(v4, v6), ",")
+}
+
+// startDNS deploys CoreDNS and waits until its pods are Ready and its
+// Service has their endpoints.
+func (c *Cluster) startDNS(ctx context.Context) error {
+	if out, err := c.KubectlStdin(ctx, []byte(coreDNSManifest(c.spec.Fabric.IPv6)), "apply", "-f", "-"); err != nil {
+		return fmt.Errorf("coredns: %w\n%s", err, out)
+	}
+	return c.WaitRollout(ctx, DNSNamespace, 2*time.Minute)
 }

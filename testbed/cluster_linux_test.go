@@ -143,6 +143,7 @@ func TestCluster(t *testing.T) {
 	phase("seed 004: a lossy spine", func(t *testing.T) { r.seed004(ctx, t, prom) })
 	phase("seed 001: the API server's LB forgets established flows", func(t *testing.T) { r.seed001(ctx, t, prom) })
 	phase("seed 002: a Service loses its endpoints", func(t *testing.T) { r.seed002(ctx, t) })
+	phase("the cluster DNS: a CoreDNS pod drops lookups, the Service loses its endpoints", func(t *testing.T) { r.dns(ctx, t) })
 	phase("churn: a node removed, a prober pod deleted", func(t *testing.T) { r.churn(ctx, t) })
 }
 
@@ -220,7 +221,7 @@ func (r *clusterRun) healthy(ctx context.Context, t *testing.T, d time.Duration)
 		}
 		sleep(ctx, 2*time.Second)
 	}
-	for _, p := range []string{"icmp", "tcp_syn", "http2_ping"} {
+	for _, p := range []string{"icmp", "tcp_syn", "http2_ping", "dns_udp", "dns_tcp"} {
 		if !protos[p] {
 			t.Errorf("no %s cell in the matrix (have %v)", p, protos)
 		}

@@ -301,13 +301,15 @@ failCgroupV1: false
 failSwapOn: false
 podLogsDir: %s
 clusterDomain: cluster.local
+clusterDNS: [%s]
 resolvConf: /etc/resolv.conf
 serializeImagePulls: false
 maxPods: 12
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, nodefs.inodesFree: 1%%, imagefs.available: 1%%}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, n.host.Addr, c.pki.path(pkiCA), n.file("containerd.sock"), filepath.Join(cgroupDir(c.spec.Fabric.Prefix), n.host.Name, "pods"), n.file("pod-logs")),
+`, n.host.Addr, c.pki.path(pkiCA), n.file("containerd.sock"), filepath.Join(cgroupDir(c.spec.Fabric.Prefix), n.host.Name, "pods"), n.file("pod-logs"),
+			strings.Join(c.perFamily(DNSServiceIP, DNSServiceIP6), ", ")),
 		"kube-proxy.yaml": fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: %s}

@@ -488,10 +488,16 @@ func (r *clusterRun) churn(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	matrixNode := strings.TrimSpace(out)
+	// The node to remove runs neither the matrix nor a CoreDNS pod: the
+	// phase is about agents and nodes leaving, not the DNS moving.
+	dnsNodes := map[string]bool{}
+	for _, ep := range r.dnsEndpoints(ctx, t) {
+		dnsNodes[ep.node] = true
+	}
 	var gone, other string
 	for _, h := range slices.Backward(r.c.Fabric.Nodes()) {
 		switch {
-		case gone == "" && h.Name != matrixNode:
+		case gone == "" && h.Name != matrixNode && !dnsNodes[h.Name]:
 			gone = h.Name
 		case other == "" && h.Name != gone:
 			other = h.Name
@@ -531,6 +537,99 @@ func (r *clusterRun) churn(ctx context.Context, t *testing.T) {
 		sleep(ctx, 2*time.Second)
 	}
 	r.waitAgents(ctx, t, "the matrix to see exactly the agents left")
+}
+
+// dnsEndpoint is a CoreDNS pod of the cluster's DNS.
+type dnsEndpoint struct{ name, node, ip string }
+
+// dnsEndpoints are the CoreDNS pods, by name.
+func (r *clusterRun) dnsEndpoints(ctx context.Context, t *testing.T) []dnsEndpoint {
+	out, err := r.c.Kubectl(ctx, "-n", testbed.DNSNamespace, "get", "pods", "-l", "k8s-app=kube-dns", "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.podIP}{"\n"}{end}`)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var eps []dnsEndpoint
+	for line := range strings.Lines(out) {
+		if f := strings.Fields(line); len(f) == 3 {
+			eps = append(eps, dnsEndpoint{f[0], f[1], f[2]})
+		}
+	}
+	if len(eps) == 0 {
+		t.Fatalf("no CoreDNS pod: %q", out)
+	}
+	return eps
+}
+
+// dns is the issue's three faults on the cluster's DNS (the lossy spine
+// is seed 004's phase, with the DNS asked throughout): every agent asks
+// the DNS Service and each CoreDNS pod; one pod dropping a fifth of the
+// UDP lookups that reach it is named alone, not the fabric, not the
+// Service; the Service losing its endpoints is named as an LB, the pods'
+// direct paths clean.
+func (r *clusterRun) dns(ctx context.Context, t *testing.T) {
+	vip := testbed.DNSNamespace + "/" + testbed.DNSService
+	eps := r.dnsEndpoints(ctx, t)
+	ep := eps[0]
+	culprit := testbed.DNSNamespace + "/" + ep.name
+	r.waitFor(ctx, t, 90*time.Second, "every node asking "+vip+" over UDP and TCP", func(v testbed.MatrixView, d matrix.Diagnosis) error {
+		if len(d.Suspects) > 0 {
+			t.Fatalf("a suspect while the DNS is healthy: %s", describe(d))
+		}
+		asked := map[string]int{}
+		for _, c := range v.Groups {
+			if c.Target == vip && c.Sent > 0 {
+				if c.Lost > 0 {
+					t.Fatalf("%s -> %s %s lost %d of %d while the DNS is healthy", c.Source, c.Target, c.Protocol, c.Lost, c.Sent)
+				}
+				asked[c.Protocol]++
+			}
+		}
+		if n := len(r.c.Fabric.Nodes()); asked[api.ProtocolDNSUDP] < n || asked[api.ProtocolDNSTCP] < n {
+			return fmt.Errorf("sources asking over udp %d, tcp %d, want %d each", asked[api.ProtocolDNSUDP], asked[api.ProtocolDNSTCP], n)
+		}
+		return nil
+	})
+
+	// One CoreDNS pod drops a fifth of the UDP lookups that reach it.
+	r.inject(ctx, t, lab.Fault{Kind: lab.FaultPortLoss, Host: ep.node, Proto: "udp", Port: 53, Addr: ep.ip, Permille: 200})
+	start := time.Now()
+	r.waitFor(ctx, t, 90*time.Second, "the matrix to name "+culprit, func(v testbed.MatrixView, d matrix.Diagnosis) error {
+		listed := d.Listed()
+		if len(listed) == 0 || listed[0].Kind != matrix.KindHost || listed[0].Name != culprit {
+			return fmt.Errorf("suspects:%s", describe(d))
+		}
+		for _, s := range listed[1:] {
+			t.Fatalf("%s listed beside %s: %s", s.Name, culprit, describe(d))
+		}
+		return nil
+	})
+	t.Logf("dns: CoreDNS pod %s (on %s) named %v after it began dropping UDP lookups", culprit, ep.node, time.Since(start).Round(time.Second))
+	r.clear(ctx, t)
+
+	// The Service loses its endpoints (seed 002 on the DNS).
+	patch := func(component string) {
+		if out, err := r.c.Kubectl(ctx, "-n", testbed.DNSNamespace, "patch", "service", testbed.DNSService, "-p", `{"spec":{"selector":{"k8s-app":"`+component+`"}}}`); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	patch("none")
+	defer patch("kube-dns")
+	start = time.Now()
+	r.waitFor(ctx, t, 60*time.Second, "the matrix to name "+vip, func(v testbed.MatrixView, d matrix.Diagnosis) error {
+		for _, s := range d.Listed() {
+			if s.Kind != matrix.KindLB {
+				t.Fatalf("not the DNS Service is blamed: %s", describe(d))
+			}
+		}
+		if len(d.Suspects) == 0 || d.Suspects[0].Kind != matrix.KindLB || d.Suspects[0].Name != vip {
+			return fmt.Errorf("suspects:%s", describe(d))
+		}
+		return nil
+	})
+	t.Logf("dns: %s named %v after its endpoints vanished", vip, time.Since(start).Round(time.Second))
+	patch("kube-dns")
+	r.waitClean(ctx, t, "the suspect clears with the DNS's endpoints back")
 }
 
 func (r *clusterRun) inject(ctx context.Context, t *testing.T, f lab.Fault) {
