@@ -36,8 +36,9 @@ type Target struct {
 	// Service's ready endpoints), reported for the matrix's LB rule.
 	Backends []string
 	// DNS is the name dns probes ask the target on Port; "" for no DNS
-	// probe.
-	DNS string
+	// probe. DNSOnly: no other probe (api.DNSQuestion.Only).
+	DNS     string
+	DNSOnly bool
 }
 
 // Family is the target's address family: a dual-stack peer is two
@@ -66,7 +67,7 @@ func TargetsFromConfig(c *config.Agent) []Target {
 		addr, _ := netip.ParseAddr(t.Address)
 		out = append(out, Target{Name: t.Name, Addr: addr, Class: t.Class, Port: uint16(t.Port), Labels: t.Labels,
 			HTTP2: HTTP2{Mode: t.HTTP2, CAFile: t.CAFile, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify},
-			DNS:   dnsQuery(t.DNS)})
+			DNS:   dnsQuery(t.DNS), DNSOnly: t.DNS != nil && t.DNS.Only})
 	}
 	return out
 }

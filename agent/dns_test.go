@@ -3,6 +3,7 @@ package agent
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,4 +92,52 @@ targets:
 	if strings.Contains(metrics, `prober_probe_answer_errors_total{family="ipv4",path="node_to_lb"`) {
 		t.Errorf("the answering VIP has answer errors:\n%s", grep(metrics, "answer_errors"))
 	}
+}
+
+// TestAgentDNSOnly: a target asked over DNS alone (dns: {only: true}, as
+// the matrix plans the cluster DNS's endpoints) gets no icmp, tcp_syn or
+// http2_ping and takes no tcp_syn source port; one without only gets
+// every protocol its class does.
+func TestAgentDNSOnly(t *testing.T) {
+	needRoot(t)
+	lo := netip.MustParseAddr("127.0.0.1")
+	s := probetest.NewDNSServer(t, netip.AddrPortFrom(lo, 0))
+	port := itoa(int(s.Addr.Port()))
+	a, base := loopbackAgent(t, `
+name: lo1
+class: node
+listen: 127.0.0.1:0
+probing: {interval: 50ms, timeout: 300ms, window: 10s, flows: 2, protocols: [icmp, tcp_syn, dns], sourcePortBase: 62200, maxTargets: 4}
+targets:
+  - {name: dns-vip, address: 127.0.0.1, class: lb, port: `+port+`, http2: none, dns: {}}
+  - {name: coredns-a, address: 127.0.0.1, class: pod, port: `+port+`, dns: {only: true}}
+`)
+	var got map[string][]string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		got = map[string][]string{}
+		for _, tg := range getObservations(t, base).Targets {
+			for _, p := range tg.Protocols {
+				got[tg.Name] = append(got[tg.Name], p.Protocol)
+				if tg.Name == "coredns-a" && len(p.Flows) > 0 {
+					t.Errorf("coredns-a/%s reports flows %+v", p.Protocol, p.Flows)
+				}
+			}
+		}
+		if len(got["dns-vip"]) == 3 && len(got["coredns-a"]) == 2 {
+			break
+		}
+	}
+	if want := []string{"tcp_syn", "dns_udp", "dns_tcp"}; !slices.Equal(got["dns-vip"], want) {
+		t.Errorf("dns-vip probed over %v, want %v", got["dns-vip"], want)
+	}
+	if want := []string{"dns_udp", "dns_tcp"}; !slices.Equal(got["coredns-a"], want) {
+		t.Errorf("coredns-a probed over %v, want %v", got["coredns-a"], want)
+	}
+	a.mu.Lock()
+	for k, tg := range a.targets {
+		if k.name == "coredns-a" && (tg.ports != nil || tg.h2 != nil) {
+			t.Errorf("coredns-a holds tcp_syn ports %v, http2 %v", tg.ports, tg.h2 != nil)
+		}
+	}
+	a.mu.Unlock()
 }

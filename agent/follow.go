@@ -189,7 +189,7 @@ func TargetsFromPlan(ps []api.Peer, apiServerCA string) ([]Target, []error) {
 			bad = append(bad, fmt.Errorf("%s: dns query %.64q is no DNS name", p.Name, p.DNS.Query))
 			continue
 		}
-		t := Target{Name: p.Name, Class: p.Class, Port: p.Port, Labels: p.Labels, Backends: p.Backends, DNS: dnsQuery(p.DNS)}
+		t := Target{Name: p.Name, Class: p.Class, Port: p.Port, Labels: p.Labels, Backends: p.Backends, DNS: dnsQuery(p.DNS), DNSOnly: p.DNS != nil && p.DNS.Only}
 		if h := p.HTTP2; h != nil {
 			t.HTTP2 = HTTP2{Mode: h.Mode, ServerName: h.ServerName, InsecureSkipVerify: h.InsecureSkipVerify}
 			if h.APIServer {

@@ -71,7 +71,7 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 	a.mu.Lock()
 	var gone []*target
 	for k, t := range a.targets {
-		if w, ok := want[k]; !ok || w.Addr != t.Addr || w.Port != t.Port || w.Class != t.Class || w.HTTP2 != t.HTTP2 || w.DNS != t.DNS {
+		if w, ok := want[k]; !ok || w.Addr != t.Addr || w.Port != t.Port || w.Class != t.Class || w.HTTP2 != t.HTTP2 || w.DNS != t.DNS || w.DNSOnly != t.DNSOnly {
 			gone = append(gone, t)
 			delete(a.targets, k)
 		}
@@ -127,6 +127,9 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 	p := a.cfg.Probing
 	t := &target{Target: tg, eng: a.fams[tg.Family()], path: api.PathClass(a.cfg.Class, tg.Class), added: a.now(), protos: map[probe.Protocol]*protoState{}}
 	syn := t.eng.syn
+	if tg.DNSOnly {
+		syn = nil // asked over DNS alone: no flows, no ports
+	}
 	if syn != nil {
 		ports, err := syn.AllocPorts(p.Flows)
 		if err != nil {
@@ -134,7 +137,11 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 		}
 		t.ports = ports
 	}
-	h2, err := a.newH2Target(tg, t.path)
+	var h2 *h2Target
+	var err error
+	if !tg.DNSOnly {
+		h2, err = a.newH2Target(tg, t.path)
+	}
 	if err == nil && slices.Contains(p.Protocols, probe.ProtocolDNS) && tg.DNS != "" {
 		t.dns, err = openDNS(t)
 	}
@@ -153,6 +160,9 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 	for _, configured := range p.Protocols {
 		for _, proto := range reportedAs(configured) {
 			flows := 1
+			if tg.DNSOnly && proto != probe.ProtocolDNSUDP && proto != probe.ProtocolDNSTCP {
+				continue
+			}
 			switch proto {
 			case probe.ProtocolTCPSYN:
 				flows = len(t.ports)

@@ -56,6 +56,10 @@ type Peer struct {
 type DNSQuestion struct {
 	// Query is the name asked (type A); empty: probe.DefaultDNSQuery.
 	Query string `json:"query,omitempty"`
+	// Only: the peer is asked over DNS alone, no icmp, tcp_syn or
+	// http2_ping. The matrix plans the cluster DNS's endpoints so: every
+	// agent asks them, and the paths to their nodes are probed already.
+	Only bool `json:"only,omitempty"`
 }
 
 // PeerHTTP2 is how http2_ping reaches a peer.

@@ -21,6 +21,10 @@ type dnsService struct {
 	namespace, name, query string
 }
 
+// Endpoints are asked over DNS alone (DNSOnly): the paths to their nodes
+// are every agent's already, and tcp_syn's flows to each endpoint from
+// every agent would add 8 probes an interval each for little.
+
 // defaultDNSPort is where a DNS Service without a UDP port is asked.
 const defaultDNSPort = 53
 
@@ -89,7 +93,7 @@ func (d dnsService) peers(services listersv1.ServiceLister, sl discoverylisters.
 		if !addr.IsValid() || known[addr] != "" || addr6.IsValid() && known[addr6] != "" {
 			continue
 		}
-		p := Peer{Name: name, Class: ClassPod, Addr: addr, Addr6: addr6, Port: e.port, HTTP2: HTTP2{Mode: HTTP2None}, DNS: d.query}
+		p := Peer{Name: name, Class: ClassPod, Addr: addr, Addr6: addr6, Port: e.port, HTTP2: HTTP2{Mode: HTTP2None}, DNS: d.query, DNSOnly: true}
 		if n := nodes[e.node]; n != nil {
 			p.Labels = topology(n, rackLabel)
 		} else if e.node != "" {

@@ -73,7 +73,7 @@ func TestDNSPeers(t *testing.T) {
 		!slices.Equal(vip.Backends, []string{"kube-system/coredns-a", "kube-system/kube-dns@198.51.100.23", "n2"}) {
 		t.Errorf("the DNS VIP: %+v", vip)
 	}
-	if a.Class != ClassPod || a.Port != 5353 || a.DNS != probe.DefaultDNSQuery || a.Agent || a.Labels[LabelNode] != "n1" || a.Labels[LabelRack] != "r1" {
+	if a.Class != ClassPod || a.Port != 5353 || a.DNS != probe.DefaultDNSQuery || !a.DNSOnly || vip.DNSOnly || a.Agent || a.Labels[LabelNode] != "n1" || a.Labels[LabelRack] != "r1" {
 		t.Errorf("a CoreDNS endpoint: %+v", a)
 	}
 	if other.Class != ClassPod || other.Labels[LabelNode] != "n9" {
@@ -99,7 +99,7 @@ func TestDNSPeers(t *testing.T) {
 			wired = &plan[i]
 		}
 	}
-	if wired == nil || wired.DNS == nil || wired.DNS.Query != probe.DefaultDNSQuery || wired.Node != "n1" {
+	if wired == nil || wired.DNS == nil || wired.DNS.Query != probe.DefaultDNSQuery || !wired.DNS.Only || wired.Node != "n1" {
 		t.Errorf("the endpoint in the plan: %+v", wired)
 	}
 	// No DNS configured: the Service is an opted-in one like any other.

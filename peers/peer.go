@@ -108,7 +108,9 @@ type Peer struct {
 	HTTP2 HTTP2
 	// DNS is the name dns probes ask the peer on Port: set on the
 	// cluster DNS's VIP and endpoints (dns.go), "" on every other peer.
-	DNS string
+	// DNSOnly: asked over DNS alone (the endpoints).
+	DNS     string
+	DNSOnly bool
 }
 
 func (p Peer) String() string {
@@ -122,7 +124,7 @@ func (p Peer) String() string {
 func (p Peer) Equal(q Peer) bool {
 	return p.Name == q.Name && p.Class == q.Class && p.Addr == q.Addr && p.Addr6 == q.Addr6 && p.Port == q.Port &&
 		p.Unschedulable == q.Unschedulable && p.Agent == q.Agent && p.AgentPod == q.AgentPod && p.AgentPodUID == q.AgentPodUID && maps.Equal(p.Labels, q.Labels) &&
-		slices.Equal(p.Backends, q.Backends) && p.HTTP2 == q.HTTP2 && p.DNS == q.DNS
+		slices.Equal(p.Backends, q.Backends) && p.HTTP2 == q.HTTP2 && p.DNS == q.DNS && p.DNSOnly == q.DNSOnly
 }
 
 // sortPeers orders peers by class (node, pod, lb) then name, so equal
@@ -173,7 +175,7 @@ func Wire(ps []Peer) []api.Peer {
 			w.Node = p.Labels[LabelNode]
 		}
 		if p.DNS != "" {
-			w.DNS = &api.DNSQuestion{Query: p.DNS}
+			w.DNS = &api.DNSQuestion{Query: p.DNS, Only: p.DNSOnly}
 		}
 		if p.HTTP2.Mode != "" {
 			w.HTTP2 = &api.PeerHTTP2{Mode: p.HTTP2.Mode, ServerName: p.HTTP2.ServerName,

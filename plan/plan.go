@@ -166,7 +166,7 @@ func version(a api.AgentPlan) string {
 		if t.DNS == nil {
 			num(0)
 		} else {
-			num(1)
+			num(1 + bit(t.DNS.Only))
 			str(t.DNS.Query)
 		}
 		if t.HTTP2 == nil {
