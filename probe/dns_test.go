@@ -235,3 +235,41 @@ func TestDNSUDPAllocs(t *testing.T) {
 		t.Errorf("%.2f allocations a UDP DNS probe, want 0", allocs)
 	}
 }
+
+// A UDP flow lost dnsFailuresToMove times in a row moves to a new source
+// port, as a resolver's next lookup would, and keeps it; fewer failures,
+// and TCP flows, keep theirs.
+func TestDNSFlowMovesAfterFailures(t *testing.T) {
+	s := probetest.NewDNSServer(t, netip.AddrPortFrom(loopback4, 0))
+	for _, tcp := range []bool{false, true} {
+		f := newDNSFlow(t, s.Addr, tcp)
+		ask := func(mode probetest.DNSMode, want Outcome) {
+			t.Helper()
+			s.SetMode(mode)
+			if r := f.Probe(context.Background(), 150*time.Millisecond); r.Outcome != want {
+				t.Fatalf("%s: %s %q %v, want %s", transport(tcp), r.Outcome, r.Reason, r.Err, want)
+			}
+		}
+		ask(probetest.DNSAnswer, OK)
+		first := f.SourcePort()
+		for range dnsFailuresToMove - 1 {
+			ask(probetest.DNSSilent, Lost)
+		}
+		ask(probetest.DNSAnswer, OK)
+		if got := f.SourcePort(); got != first {
+			t.Errorf("%s: moved from port %d to %d after %d failures", transport(tcp), first, got, dnsFailuresToMove-1)
+		}
+		for range dnsFailuresToMove {
+			ask(probetest.DNSSilent, Lost)
+		}
+		ask(probetest.DNSAnswer, OK)
+		moved := f.SourcePort()
+		if tcp == (moved != first) {
+			t.Errorf("%s: port %d after %d failures in a row, was %d", transport(tcp), moved, dnsFailuresToMove, first)
+		}
+		ask(probetest.DNSAnswer, OK)
+		if f.SourcePort() != moved {
+			t.Errorf("%s: moved again without failing", transport(tcp))
+		}
+	}
+}
