@@ -18,7 +18,7 @@ import (
 // its dataplane, not the endpoint on it.
 func TestClusterDNS(t *testing.T) {
 	t.Parallel()
-	base := matrixsim.Config{Racks: 6, NodesPerRack: 4, Spines: 2, FlowsPerTarget: 8, ProbesPerFlow: 8,
+	base := matrixsim.Config{Racks: 6, NodesPerRack: 4, Spines: 2, FlowsPerTarget: 8, ProbesPerFlow: 8, LB: true, LBNoBackends: true,
 		SilentHop: 0.05, Background: 1e-4, DNS: true}
 	withPods := base
 	withPods.Pods = true

@@ -92,10 +92,27 @@ func lbRule(r *round, th *Thresholds) []candidate {
 		}
 		v.pairs = append(v.pairs, int32(pi))
 	}
-	// Each host's switch, once: the pairs are walked for every LB.
+	// Each host's switch, once: the pairs are walked for every LB. A
+	// pod no trace reached (a DNS endpoint, asked over DNS alone) is
+	// behind its node's switch: counted as beyond its clients' switch,
+	// its rack-local pairs made a VIP behind a lossy spine look worse
+	// than its clients' other paths on the real cluster.
 	sw := make([]int32, len(r.devName))
 	for d := range sw {
 		sw[d] = r.switchOf(int32(d))
+	}
+	for _, a := range r.agents {
+		for ti := range a.targets {
+			t := &a.targets[ti]
+			if t.class != api.ClassPod || t.node == "" || !askedDNS(a, t) {
+				continue
+			}
+			if d, ok := r.devID[t.name]; ok && sw[d] < 0 {
+				if n, ok := r.devID[t.node]; ok {
+					sw[d] = sw[n]
+				}
+			}
+		}
 	}
 	var out []candidate
 	for _, d := range sortedKeys(lbs) {
