@@ -28,8 +28,8 @@ type DNSConfig struct {
 // TCPSYN's flows do, so ECMP keeps it on one path: over UDP a socket
 // held for the flow's life, over TCP a connection per probe from the
 // same source port, closed with a reset so that no TIME_WAIT holds the
-// port. A UDP flow that fails dnsFailuresToMove times in a row moves to
-// a new source port (see there). Outcomes: OK (NOERROR), Lost (no answer in the timeout),
+// port. A flow that fails dnsFailuresToMove times in a row moves to a
+// new source port (see there). Outcomes: OK (NOERROR), Lost (no answer in the timeout),
 // AnswerError (an rcode, a truncation, a wrong ID: Reason says which),
 // Refused (ICMP unreachable or a reset). Probes of one flow must not
 // overlap; Close may be called at any time and ends a probe in flight.
@@ -44,18 +44,19 @@ type DNSFlow struct {
 	tcp    *net.TCPConn // tcp: the connection of the probe in flight
 	port   uint16       // the flow's source port, 0 until the first tcp probe
 	prev   uint16       // the previous probe's ID: its late answer is not an error
-	failed int          // udp: probes lost or refused in a row
+	failed int          // probes lost or refused in a row
 	closed bool
 }
 
-// dnsFailuresToMove is how many UDP probes in a row may be lost or
-// refused before the flow moves to a new source port. A conntrack entry
-// made while a Service had no endpoints (kube-proxy rejects, nothing is
-// DNATed) outlives their return for as long as packets refresh it, and a
-// fixed 5-tuple asked every second refreshes it for ever: the real
-// cluster's IPv6 lookups to the DNS VIP kept losing for minutes after
-// its endpoints were back. A resolver asks each lookup from a new port
-// and never meets it; random loss rarely fails three in a row.
+// dnsFailuresToMove is how many probes in a row may be lost or refused
+// before the flow moves to a new source port. A conntrack entry made
+// while a Service had no endpoints (kube-proxy rejects, nothing is
+// DNATed; over TCP a SYN_SENT entry) outlives their return for as long as
+// packets refresh it, and a fixed 5-tuple asked every second refreshes it
+// for ever: the real cluster's lookups to the DNS VIP kept losing for
+// minutes after its endpoints were back, over UDP and then over TCP. A
+// resolver asks each lookup from a new port and never meets it; random
+// loss rarely fails three in a row.
 const dnsFailuresToMove = 3
 
 // NewDNSFlow opens a flow: over UDP its socket, which fixes its source
@@ -108,7 +109,7 @@ func (f *DNSFlow) Close() error {
 
 // Probe asks the question once and waits up to timeout for the answer.
 func (f *DNSFlow) Probe(ctx context.Context, timeout time.Duration) Result {
-	if !f.cfg.TCP && f.failed >= dnsFailuresToMove {
+	if f.failed >= dnsFailuresToMove {
 		if r, ok := f.move(); !ok {
 			return r
 		}
@@ -133,8 +134,15 @@ func (f *DNSFlow) Probe(ctx context.Context, timeout time.Duration) Result {
 	return r
 }
 
-// move replaces the UDP flow's socket with one on a new source port.
+// move puts the flow on a new source port: a new UDP socket; over TCP
+// the next connection binds an ephemeral port.
 func (f *DNSFlow) move() (Result, bool) {
+	if f.cfg.TCP {
+		f.mu.Lock()
+		f.port, f.failed = 0, 0
+		f.mu.Unlock()
+		return Result{}, true
+	}
 	c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(f.cfg.Source, 0)), net.UDPAddrFromAddrPort(f.cfg.Server))
 	if err != nil {
 		return Result{Outcome: LocalError, Reason: "socket", Err: err}, false

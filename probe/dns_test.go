@@ -236,9 +236,9 @@ func TestDNSUDPAllocs(t *testing.T) {
 	}
 }
 
-// A UDP flow lost dnsFailuresToMove times in a row moves to a new source
-// port, as a resolver's next lookup would, and keeps it; fewer failures,
-// and TCP flows, keep theirs.
+// A flow lost dnsFailuresToMove times in a row moves to a new source
+// port, as a resolver's next lookup would, and keeps it; fewer failures
+// keep theirs.
 func TestDNSFlowMovesAfterFailures(t *testing.T) {
 	s := probetest.NewDNSServer(t, netip.AddrPortFrom(loopback4, 0))
 	for _, tcp := range []bool{false, true} {
@@ -264,7 +264,7 @@ func TestDNSFlowMovesAfterFailures(t *testing.T) {
 		}
 		ask(probetest.DNSAnswer, OK)
 		moved := f.SourcePort()
-		if tcp == (moved != first) {
+		if moved == first {
 			t.Errorf("%s: port %d after %d failures in a row, was %d", transport(tcp), moved, dnsFailuresToMove, first)
 		}
 		ask(probetest.DNSAnswer, OK)
