@@ -48,16 +48,23 @@ func LookCoreDNS() (string, error) {
 	return p, nil
 }
 
-// corefile is s's configuration.
+// withDefaults fills Zone, Answer and Ready.
+func (s CoreDNSSpec) withDefaults() CoreDNSSpec {
+	if s.Zone == "" {
+		s.Zone = "cluster.local."
+	}
+	if !s.Answer.IsValid() {
+		s.Answer = netip.AddrFrom4([4]byte{192, 0, 2, 1})
+	}
+	if s.Ready == 0 {
+		s.Ready = 15 * time.Second
+	}
+	return s
+}
+
+// corefile is s's configuration; s has its defaults.
 func (s CoreDNSSpec) corefile() string {
-	zone := s.Zone
-	if zone == "" {
-		zone = "cluster.local."
-	}
-	answer := s.Answer
-	if !answer.IsValid() {
-		answer = netip.AddrFrom4([4]byte{192, 0, 2, 1})
-	}
+	zone, answer := s.Zone, s.Answer
 	binds := make([]string, len(s.Addrs))
 	for i, a := range s.Addrs {
 		binds[i] = a.String()

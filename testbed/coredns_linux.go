@@ -29,9 +29,7 @@ func StartCoreDNS(ctx context.Context, f *lab.Fabric, s CoreDNSSpec) (c *CoreDNS
 	if len(s.Addrs) == 0 {
 		return nil, errors.New("coredns: no address to serve on")
 	}
-	if s.Ready == 0 {
-		s.Ready = 15 * time.Second
-	}
+	s = s.withDefaults()
 	ns, err := f.Namespace(s.Host)
 	if err != nil {
 		return nil, err
@@ -47,9 +45,6 @@ func StartCoreDNS(ctx context.Context, f *lab.Fabric, s CoreDNSSpec) (c *CoreDNS
 	}
 	c = &CoreDNS{Process: p}
 	query := "kubernetes.default.svc." + s.Zone
-	if s.Zone == "" {
-		query = probe.DefaultDNSQuery
-	}
 	server := netip.AddrPortFrom(s.Addrs[0], 53)
 	deadline := time.Now().Add(s.Ready)
 	var last probe.Result
