@@ -63,10 +63,13 @@ func (sc scenario) innocent(d matrix.Diagnosis) *matrix.Suspect {
 // families, the agents probe over IPv6 only, and every suspect is named
 // without a family. And on a three-tier Clos. Each network kind runs
 // where it adds coverage, not in every product of them: make test's time
-// is bounded.
+// is bounded. The runs are fabrics of their own, two at a time (go
+// test's -parallel, GOMAXPROCS): they wait on windows far more than they
+// compute, about one core between them (docs/performance.md).
 func TestScenarios(t *testing.T) {
 	labtest.NeedNetAdmin(t)
 	t.Run("ipv4 overlay", func(t *testing.T) {
+		t.Parallel()
 		// The pods on a VXLAN overlay (flannel's vxlan backend, most
 		// CNIs' default): pod flows cross the underlay on a path no
 		// trace of theirs shows. The routed pod network is the
@@ -84,6 +87,7 @@ func TestScenarios(t *testing.T) {
 			}})
 	})
 	t.Run("dual-stack", func(t *testing.T) {
+		t.Parallel()
 		// The fabric's faults drop both families, the seeds' checks read
 		// the cells of each, and the family faults are the new ones.
 		runSuite(t, suite{ipv6: true, timeout: 17 * time.Minute, healthy: 2 * time.Minute,
@@ -92,6 +96,7 @@ func TestScenarios(t *testing.T) {
 			}})
 	})
 	t.Run("three tiers", func(t *testing.T) {
+		t.Parallel()
 		// A three-tier Clos (2 super-spines over 2 fabric pods of 2
 		// racks x 2 nodes, 2 aggregation switches a pod), IPv4, pods
 		// routed: each tier and each kind of link between them named
@@ -108,6 +113,7 @@ func TestScenarios(t *testing.T) {
 			}})
 	})
 	t.Run("ipv6 silent", func(t *testing.T) {
+		t.Parallel()
 		// A third fabric in CI, so it is bounded, and of three network
 		// kinds at once where each adds coverage: agents that send IPv6
 		// only, routers that never send time exceeded (a cloud VPC: no
@@ -363,38 +369,42 @@ func scenarios() []scenario {
 	}
 }
 
+// silentTier is the check of a fault on silent routers: the tier name
+// is put first, said to be silent, with the flows that lose and their
+// 5-tuples.
+func silentTier(name string) func(d matrix.Diagnosis, _ matrix.Snapshot) error {
+	return func(d matrix.Diagnosis, _ matrix.Snapshot) error {
+		if len(d.Suspects) == 0 {
+			return fmt.Errorf("no suspect")
+		}
+		top := d.Suspects[0]
+		if top.Kind != matrix.KindTier || top.Name != name {
+			return fmt.Errorf("top suspect %s %q, want tier %q", top.Kind, top.Name, name)
+		}
+		ev := top.Evidence
+		if !ev.Silent || ev.LossyFlows == 0 || len(ev.Examples) == 0 {
+			return fmt.Errorf("tier %q: silent %v, %d lossy flows, %d examples; want silent, with the flows that lose: %s", name, ev.Silent, ev.LossyFlows, len(ev.Examples), ev.Detail)
+		}
+		for _, x := range ev.Examples {
+			if x.SourceAddress == "" || x.TargetAddress == "" || x.SourcePort == 0 || x.TargetPort == 0 {
+				return fmt.Errorf("tier %q: example %s -> %s without its 5-tuple", name, x.Source, x.Target)
+			}
+		}
+		return nil
+	}
+}
+
 // silentScenarios are the faults of a fabric whose routers never send
 // time exceeded: the matrix names what it can know (docs/localization.md,
 // tier scoring): a spine is its tier, with the flows that lose, a link
 // its rack's uplinks; a ToR and a host are named as on any fabric.
 func silentScenarios() []scenario {
-	tier := func(name string) func(d matrix.Diagnosis, _ matrix.Snapshot) error {
-		return func(d matrix.Diagnosis, _ matrix.Snapshot) error {
-			if len(d.Suspects) == 0 {
-				return fmt.Errorf("no suspect")
-			}
-			top := d.Suspects[0]
-			if top.Kind != matrix.KindTier || top.Name != name {
-				return fmt.Errorf("top suspect %s %q, want tier %q", top.Kind, top.Name, name)
-			}
-			ev := top.Evidence
-			if !ev.Silent || ev.LossyFlows == 0 || len(ev.Examples) == 0 {
-				return fmt.Errorf("tier %q: silent %v, %d lossy flows, %d examples; want silent, with the flows that lose: %s", name, ev.Silent, ev.LossyFlows, len(ev.Examples), ev.Detail)
-			}
-			for _, x := range ev.Examples {
-				if x.SourceAddress == "" || x.TargetAddress == "" || x.SourcePort == 0 || x.TargetPort == 0 {
-					return fmt.Errorf("tier %q: example %s -> %s without its 5-tuple", name, x.Source, x.Target)
-				}
-			}
-			return nil
-		}
-	}
 	return []scenario{
 		{name: "silent: lossy spine 5%", faults: []lab.Fault{{Kind: lab.FaultDeviceLoss, Device: "spine2", Permille: 50}},
-			kind: matrix.KindTier, suspect: "spine", check: tier("spine")},
+			kind: matrix.KindTier, suspect: "spine", check: silentTier("spine")},
 		{name: "silent: lossy ToR", faults: []lab.Fault{{Kind: lab.FaultDeviceLoss, Device: "tor2", Permille: 50}}, kind: matrix.KindDevice, suspect: "tor2"},
 		{name: "silent: lossy link", faults: []lab.Fault{{Kind: lab.FaultLinkLoss, From: "spine1", To: "tor3", Permille: 50}},
-			kind: matrix.KindTier, suspect: "uplinks of tor3", check: tier("uplinks of tor3")},
+			kind: matrix.KindTier, suspect: "uplinks of tor3", check: silentTier("uplinks of tor3")},
 		{name: "silent: bad host NIC", faults: []lab.Fault{{Kind: lab.FaultHostNIC, Host: "n22", Permille: 100}}, kind: matrix.KindHost, suspect: "n22"},
 	}
 }
