@@ -66,6 +66,17 @@ type Evidence struct {
 	// be named, only the tier and the flows that lose through it.
 	Silent   bool      `json:"silent,omitempty"`
 	Examples []FlowRef `json:"examples"`
+	// Ties are the suspects the data cannot tell this one from (the same
+	// flows cross them: two links of one path between two racks), listed
+	// beside it at the same score. Naming either is as right as the data
+	// allows.
+	Ties []Ref `json:"ties,omitempty"`
+}
+
+// Ref names one suspect.
+type Ref struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
 }
 
 // FlowRef is one example flow.

@@ -122,13 +122,15 @@ func (s *selector) candidate(r *round, e *estimator, th *Thresholds, h, g int32,
 		})
 		detail = fmt.Sprintf("its own links lose %.2g of the packets, both ways, while its neighbours' do not: its NIC, cable or agent", c.EstimatedLoss)
 	}
-	if len(group) > 1 {
-		var others []string
-		for _, t := range group {
-			if t != g {
-				others = append(others, s.name(r, t))
-			}
+	var others []string
+	var ties []Ref
+	for _, t := range group {
+		if t != g {
+			others = append(others, s.name(r, t))
+			ties = append(ties, s.ref(r, t))
 		}
+	}
+	if len(ties) > 0 {
 		detail += fmt.Sprintf("; the data cannot tell it from %s (the same flows cross them)", strings.Join(others, ", "))
 	}
 	c.Evidence = Evidence{
@@ -137,6 +139,7 @@ func (s *selector) candidate(r *round, e *estimator, th *Thresholds, h, g int32,
 		LossyFlows: int(hy.lossy), CleanFlows: int(hy.clean),
 		LostProbes: fit.lost, SentProbes: fit.sent,
 		PValue: upperTail(fit.lost, fit.sent, th.Healthy),
+		Ties:   ties,
 	}
 	for _, l := range c.links {
 		c.Evidence.Links = append(c.Evidence.Links, r.linkName(l))
@@ -144,13 +147,19 @@ func (s *selector) candidate(r *round, e *estimator, th *Thresholds, h, g int32,
 	return c
 }
 
-// name names hypothesis h as a suspect: kind/name.
+// name names hypothesis h as a suspect: "kind name".
 func (s *selector) name(r *round, h int32) string {
+	ref := s.ref(r, h)
+	return ref.Kind + " " + ref.Name
+}
+
+// ref is hypothesis h as the suspect it is named as.
+func (s *selector) ref(r *round, h int32) Ref {
 	hy := &s.hs[h]
 	if hy.kind == KindLink {
-		return hy.kind + " " + r.linkName(hy.id)
+		return Ref{Kind: hy.kind, Name: r.linkName(hy.id)}
 	}
-	return hy.kind + " " + r.devName[hy.id]
+	return Ref{Kind: hy.kind, Name: r.devName[hy.id]}
 }
 
 // lossyLinks lists the links matching of that the per-link fit gave
