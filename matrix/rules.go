@@ -415,7 +415,7 @@ func fabricExplains(r *round, e *estimator, th *Thresholds, c *candidate, podNod
 				q = rate(fwd) + reply
 			} else if u != nil && u.cross(fi) {
 				if unseen < 0 {
-					unseen = u.rate(r, th, c.pairs)
+					unseen = u.rate(r, th, c.pairs, own)
 				}
 				q = unseen
 			}

@@ -352,13 +352,15 @@ func (s *selector) choose(r *round, th *Thresholds, minGain float64) {
 }
 
 // rejected reports whether the selector weighed host d and named it
-// neither alone nor tied.
+// neither alone nor tied. A host whose own links no flow was traced
+// across (a silent fabric, and pods on an overlay whose traces show only
+// hosts) was not weighed: the rule that named it stands.
 func (s *selector) rejected(d int32) bool {
 	if d < 0 || d >= int32(len(s.hostHypo)) {
 		return false
 	}
 	h := s.hostHypo[d]
-	return h >= 0 && !s.hs[h].chosen && s.hs[h].tieOf < 0
+	return h >= 0 && !s.hs[h].chosen && s.hs[h].tieOf < 0 && s.hs[h].lossy+s.hs[h].clean > 0
 }
 
 // owns reports whether link l is one of host hypothesis h's own links.

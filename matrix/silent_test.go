@@ -90,3 +90,32 @@ func answerOneTrace(obs []api.Observations, addr string) bool {
 	}
 	return false
 }
+
+// TestSilentOverlayHostNamed: on a silent fabric under a VXLAN overlay
+// (no router answers; pods' traces hear only hosts), a node's broken NIC
+// is the host rule's finding alone. Two ways it was lost, both seen on
+// a drawn lab shape (cmd/prober TestScenarios/drawn, seed 4): its own
+// pod's flows, which cross the NIC, made the silent fabric's lossy class
+// that then "explained" the node; and the selector, which had no traced
+// flow across the node's own links, counted it as weighed and rejected.
+func TestSilentOverlayHostNamed(t *testing.T) {
+	t.Parallel()
+	for _, three := range []bool{false, true} {
+		cfg := matrixsim.Config{Racks: 4, NodesPerRack: 2, Spines: 2, Pods: true, Overlay: true, NoRackLabels: true,
+			FlowsPerTarget: 8, ProbesPerFlow: 30, SilentRouters: true}
+		if three {
+			cfg.SuperSpines, cfg.RacksPerPod = 2, 2
+		}
+		fab, err := matrixsim.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seed := range uint64(4) {
+			ft := matrixsim.Fault{Kind: matrixsim.HostNIC, Rack: int(seed % 4), Node: 1, Loss: 0.1}
+			kind, name := fab.Truth(ft)
+			if l := diagnose(t, fab.Hops(), fab.Observations(ft, seed)).Listed(); len(l) != 1 || l[0].Kind != kind || l[0].Name != name {
+				t.Errorf("three tiers %v, seed %d: listed %v, want %s %s alone", three, seed, brief(l), kind, name)
+			}
+		}
+	}
+}

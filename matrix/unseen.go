@@ -63,8 +63,11 @@ func (u *unseenCross) cross(fi int32) bool { return u.racks[fi][0] >= 0 }
 // them: the rate of their lossy class (lossyShare) where they lose
 // significantly, by probes or by sick flows, else 0. A rack's lossy
 // uplink shows in its other flows, not in the fabric's as a whole. The
-// flows of pairs are left out: they are what a rule blames.
-func (u *unseenCross) rate(r *round, th *Thresholds, pairs []int32) float64 {
+// flows of pairs are left out: they are what a rule blames; and so is
+// every flow to or from what own says is the suspect's (a host's pods,
+// whose flows cross its NIC: on an overlay cluster a broken NIC's pod
+// flows made the "fabric's" lossy class, which then explained the NIC).
+func (u *unseenCross) rate(r *round, th *Thresholds, pairs []int32, own func(int32) bool) float64 {
 	mine := map[int32]bool{}
 	touch := map[int32]int{}
 	n := 0
@@ -90,6 +93,9 @@ func (u *unseenCross) rate(r *round, th *Thresholds, pairs []int32) float64 {
 	for fi := range u.racks {
 		k := u.racks[fi]
 		if k[0] < 0 || mine[int32(fi)] || common >= 0 && k[0] != common && k[1] != common {
+			continue
+		}
+		if f := &r.flows[fi]; own(f.src) || own(f.dst) {
 			continue
 		}
 		fc.add(r.flows[fi].sent, r.flows[fi].lost)
