@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -344,19 +345,39 @@ func runScenario(ctx context.Context, r *testbed.Fabric, sc scenario) (detect, l
 }
 
 // capture writes, when PROBER_LAB_CAPTURE names a directory, what the
-// matrix was given at a scenario's failure: its hops and every agent's
-// observations, as matrix/testdata/cluster holds them, for a test of the
-// matrix to replay.
+// matrix was given at a scenario's failure: its hops and the observations
+// of every agent whose last pull by the matrix succeeded, as
+// matrix/testdata/cluster holds them, for a test of the matrix to
+// replay. The test reaches agents the matrix cannot (a partitioned
+// zone's): their reports are left out, as the matrix has none.
 func capture(ctx context.Context, r *testbed.Fabric, scenario string) {
 	dir := os.Getenv("PROBER_LAB_CAPTURE")
 	if dir == "" {
 		return
+	}
+	var view struct {
+		Pulls []struct {
+			URL string `json:"url"`
+			OK  bool   `json:"ok"`
+		} `json:"pulls"`
+	}
+	pulled := map[string]bool{}
+	if resp, err := http.Get(strings.TrimSuffix(r.MatrixURL(), "/") + api.MatrixPath); err == nil {
+		if json.NewDecoder(resp.Body).Decode(&view) == nil {
+			for _, p := range view.Pulls {
+				pulled[p.URL] = p.OK
+			}
+		}
+		resp.Body.Close()
 	}
 	c := struct {
 		Hops         map[string]string  `json:"hops"`
 		Observations []api.Observations `json:"observations"`
 	}{Hops: r.Lab().Hops()}
 	for _, a := range r.Agents() {
+		if !pulled[a.URL()] {
+			continue
+		}
 		if obs, err := a.Observations(ctx); err == nil {
 			c.Observations = append(c.Observations, obs)
 		}
