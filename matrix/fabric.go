@@ -122,15 +122,17 @@ func (s *selector) candidate(r *round, e *estimator, th *Thresholds, h, g int32,
 		})
 		detail = fmt.Sprintf("its own links lose %.2g of the packets, both ways, while its neighbours' do not: its NIC, cable or agent", c.EstimatedLoss)
 	}
-	var others []string
 	var ties []Ref
 	for _, t := range group {
 		if t != g {
-			others = append(others, s.name(r, t))
 			ties = append(ties, s.ref(r, t))
 		}
 	}
 	if len(ties) > 0 {
+		others := make([]string, len(ties))
+		for i, x := range ties {
+			others[i] = x.Kind + " " + x.Name
+		}
 		detail += fmt.Sprintf("; the data cannot tell it from %s (the same flows cross them)", strings.Join(others, ", "))
 	}
 	c.Evidence = Evidence{
@@ -145,12 +147,6 @@ func (s *selector) candidate(r *round, e *estimator, th *Thresholds, h, g int32,
 		c.Evidence.Links = append(c.Evidence.Links, r.linkName(l))
 	}
 	return c
-}
-
-// name names hypothesis h as a suspect: "kind name".
-func (s *selector) name(r *round, h int32) string {
-	ref := s.ref(r, h)
-	return ref.Kind + " " + ref.Name
 }
 
 // ref is hypothesis h as the suspect it is named as.
