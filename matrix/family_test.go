@@ -21,13 +21,20 @@ func as6(s string) string {
 	return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 12: b[0], 13: b[1], 14: b[2], 15: b[3]}).String()
 }
 
-// ipv6Reports is obs renumbered into IPv6: every target, agent and
-// traced hop address.
+// ipv6Reports is obs renumbered into IPv6: every target, agent, host
+// (tunnel, gateway) and traced hop address.
 func ipv6Reports(obs []api.Observations) []api.Observations {
 	out := make([]api.Observations, len(obs))
 	for i, o := range obs {
 		o.Agent.Address = as6(o.Agent.Address)
 		o.Agent.FirstHop = as6(o.Agent.FirstHop)
+		if len(o.Agent.HostAddresses) > 0 {
+			hs := make([]string, len(o.Agent.HostAddresses))
+			for h, a := range o.Agent.HostAddresses {
+				hs[h] = as6(a)
+			}
+			o.Agent.HostAddresses = hs
+		}
 		ts := make([]api.Target, len(o.Targets))
 		for j, t := range o.Targets {
 			t.Address, t.Family = as6(t.Address), api.FamilyIPv6

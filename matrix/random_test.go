@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/matrix/matrixsim"
 )
 
@@ -44,7 +45,7 @@ func describe(c matrixsim.Config) string {
 	for _, k := range []struct {
 		on   bool
 		name string
-	}{{c.Pods, "pods"}, {c.Overlay, "overlay"}, {c.NoRackLabels, "no labels"}, {c.ReplyPerProbe, "replies per probe"}, {c.SilentRouters, "silent routers"}} {
+	}{{c.Pods, "pods"}, {c.Overlay, "overlay"}, {c.NoRackLabels, "no labels"}, {c.ReplyPerProbe, "IPv6, replies per probe"}, {c.SilentRouters, "silent routers"}} {
 		if k.on {
 			kinds = append(kinds, k.name)
 		}
@@ -55,6 +56,17 @@ func describe(c matrixsim.Config) string {
 	}
 	return fmt.Sprintf("%d racks x %d, %s, %d flows x %d, %.0f%% silent hops [%s]",
 		c.Racks, c.NodesPerRack, upper, c.FlowsPerTarget, c.ProbesPerFlow, 100*c.SilentHop, strings.Join(kinds, ", "))
+}
+
+// localizeDrawn is one round of the drawn fabric under ft. Replies that
+// take a path per probe are IPv6's (a target labelling each SYN-ACK
+// afresh, a fabric hashing the label): an IPv4 reply keeps its 5-tuple,
+// so its path. Those trials report over IPv6, as such a cluster would.
+func localizeDrawn(t testing.TB, c matrixsim.Config, fab *matrixsim.Fabric, ft matrixsim.Fault, seed uint64) matrix.Diagnosis {
+	if !c.ReplyPerProbe {
+		return localize(t, fab, ft, seed, nil)
+	}
+	return diagnose(t, hops6(fab), ipv6Reports(fab.Observations(ft, seed)))
 }
 
 // threeTiers makes c a three-tier Clos: fabric pods of 2 to half its
@@ -117,7 +129,7 @@ func TestListQualityRandom(t *testing.T) {
 				if kind != "" {
 					faults++
 				}
-				d := localize(t, fab, ft, uint64(1000*ci+trial), nil)
+				d := localizeDrawn(t, cfg, fab, ft, uint64(1000*ci+trial))
 				hit := false
 				for _, s := range d.Listed() {
 					listed++
