@@ -1,6 +1,7 @@
 package matrix_test
 
 import (
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -82,6 +83,8 @@ func threeTiers(c *matrixsim.Config, rng *rand.Rand) {
 var randomClasses = []matrixsim.Kind{matrixsim.LinkLoss, matrixsim.SpineLoss, matrixsim.ToRLoss, matrixsim.HostNIC, matrixsim.Dataplane, matrixsim.Healthy,
 	matrixsim.SuperLoss, matrixsim.SuperLinkLoss}
 
+var randomTrials = flag.Int("random.trials", 50, "TestListQualityRandom's trials a class with -eval")
+
 // TestListQualityRandom measures the whole list on fabrics and faults
 // drawn at random, not the shapes the code was tuned on: 10 trials a
 // class by default, 50 with -eval (which logs the table for
@@ -95,7 +98,7 @@ func TestListQualityRandom(t *testing.T) {
 	}
 	trials := 10
 	if *evalFull {
-		trials = 50
+		trials = *randomTrials
 	}
 	for ci, k := range randomClasses {
 		// A link between an aggregation switch and a super-spine is one
@@ -149,5 +152,44 @@ func TestListQualityRandom(t *testing.T) {
 			// The goals are 0.98 and 0.95: docs/performance.md.
 			listCount{listed, right, faults, found}.check(t, string(k)+" 2-5%", trials, minPrec, minRecall)
 		})
+	}
+}
+
+// TestDeviceBesideItsLink: a lossy link between an aggregation switch
+// and a super-spine (a drawn trial's fabric), whose replies cross it on
+// paths no trace sampled. The devices that hold the link took that
+// residue at 0.2 % and were listed at 0.25-0.33 beside it in 3 of 6
+// seeds (and a link of the super-spine in a fourth); a device beside its
+// own chosen link must be surer. One seed of six still lists its
+// super-spine (docs/performance.md).
+func TestDeviceBesideItsLink(t *testing.T) {
+	t.Parallel()
+	fab, err := matrixsim.New(matrixsim.Config{
+		Racks: 15, NodesPerRack: 6, Spines: 4, SuperSpines: 5, RacksPerPod: 6,
+		FlowsPerTarget: 6, ProbesPerFlow: 54, SilentHop: 0.2, Background: 1e-4,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft := matrixsim.Fault{Kind: matrixsim.SuperLinkLoss, Loss: 0.049, Spine: 0, Super: 0}
+	kind, name := fab.Truth(ft)
+	innocent := 0
+	for seed := range uint64(6) {
+		d := localize(t, fab, ft, 7043+seed, nil)
+		found := false
+		for _, s := range d.Listed() {
+			if s.Kind == kind && s.Name == name {
+				found = true
+			} else {
+				innocent++
+				t.Logf("seed %d: %s %s listed at %.2f beside %s %s", seed, s.Kind, s.Name, s.Score, kind, name)
+			}
+		}
+		if !found {
+			t.Errorf("seed %d: %s %s not listed", seed, kind, name)
+		}
+	}
+	if innocent > 1 {
+		t.Errorf("%d innocents listed over 6 seeds, want at most 1", innocent)
 	}
 }

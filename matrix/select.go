@@ -295,7 +295,11 @@ func (s *selector) choose(r *round, th *Thresholds, minGain float64) {
 		// the model misses of the first (a black hole's all-or-nothing
 		// flows, a reply's path off its sampled shares) leaves residue
 		// that a hypothesis near it explains in part.
-		if need := minGain * float64(min(len(chosen)+1, 2)); best < 0 || bestGain < need {
+		need := minGain * float64(min(len(chosen)+1, 2))
+		if best >= 0 && s.nearChosen(r, best, chosen) {
+			need *= 2
+		}
+		if best < 0 || bestGain < need {
 			break
 		}
 		// A host is named for one of its own links unless the link
@@ -349,6 +353,31 @@ func (s *selector) choose(r *round, th *Thresholds, minGain float64) {
 			s.hs[h].lost, s.hs[h].sent = s.attribute(h)
 		}
 	}
+}
+
+// nearChosen reports whether hypothesis h, a device or a link, meets a
+// chosen link at a device: the chosen link's loss on replies whose path
+// no trace sampled lands on the elements next to it, which must be surer
+// still to be named beside it.
+func (s *selector) nearChosen(r *round, h int32, chosen []int32) bool {
+	meets := func(d int32, lk link) bool { return lk.from == d || lk.to == d }
+	for _, c := range chosen {
+		if s.hs[c].kind != KindLink {
+			continue
+		}
+		lk := r.links[s.hs[c].id]
+		switch s.hs[h].kind {
+		case KindDevice:
+			if meets(s.hs[h].id, lk) {
+				return true
+			}
+		case KindLink:
+			if o := r.links[s.hs[h].id]; meets(o.from, lk) || meets(o.to, lk) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // rejected reports whether the selector weighed host d and named it
