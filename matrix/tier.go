@@ -141,8 +141,18 @@ func tierSuspects(r *round, rt *rackTallies, th *Thresholds, rackOf func(int32) 
 	if n < 2 {
 		return out
 	}
+	// The tier's own loss is what its pairs lose beyond the in-rack
+	// pairs (the same hosts, ToRs and pod links): a cross-rack round trip
+	// crosses twice the elements, each at a healthy background.
+	base := cleanIn.ratio()
+	beyondIn := func(t tally) bool {
+		return th.isSignificant(t) && upperTail(float64(t.lost), float64(t.sent), min(1, base+th.Healthy)) < th.Alpha
+	}
+	if sick, _ := th.sickFlows(allF, 0); !beyondIn(all) && !sick {
+		return out
+	}
 	rest := tally{sent: all.sent - touch[worst].sent, lost: all.lost - touch[worst].lost}
-	if restSick, _ := th.sickFlows(allF.minus(touchF[worst]), 0); n > 2 && !th.isSignificant(rest) && !restSick {
+	if restSick, _ := th.sickFlows(allF.minus(touchF[worst]), 0); n > 2 && !beyondIn(rest) && !restSick {
 		return out
 	}
 	within := "not within their own"
