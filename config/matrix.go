@@ -106,7 +106,7 @@ func (c *Matrix) SetDefaults() {
 		c.Interval = Duration(5 * time.Second)
 	}
 	if c.Window == 0 {
-		c.Window = Duration(60 * time.Second)
+		c.Window = Duration(matrix.DefaultWindow)
 	}
 	if c.Timeout == 0 {
 		c.Timeout = Duration(min(2*time.Second, c.Interval.D()))
@@ -137,7 +137,7 @@ func (c *Matrix) SetDefaults() {
 // MatrixConfig is the matrix.Config that hub.New builds the matrix with.
 func (c *Matrix) MatrixConfig() matrix.Config {
 	return matrix.Config{
-		GroupBy: c.GroupBy, Hops: c.Hops, K: c.Worst, MaxAge: c.Window.D(), Cells: c.Cells,
+		GroupBy: c.GroupBy, Hops: c.Hops, K: c.Worst, Window: c.Window.D(), Cells: c.Cells,
 		Thresholds: matrix.Thresholds(c.Thresholds),
 	}
 }
@@ -211,8 +211,6 @@ func (c *Matrix) Validate() error {
 		switch field {
 		case "k":
 			field = "worst"
-		case "maxAge":
-			field = "window"
 		}
 		bad(field, format, args...)
 	})

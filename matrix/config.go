@@ -22,9 +22,9 @@ type Config struct {
 	Hops map[string]string
 	// K is how many worst source-target pairs Snapshot lists.
 	K int
-	// MaxAge is how long an agent's last report counts; older reports
-	// are "no data", never loss.
-	MaxAge time.Duration
+	// Window is how long an agent's last report counts (config's
+	// window); older reports are "no data", never loss.
+	Window time.Duration
 	// Cells makes Snapshot list every (source, target, path, protocol)
 	// cell besides the group roll-up. Fine at a hundred nodes; at
 	// thousands, use the roll-up and Worst.
@@ -68,7 +68,7 @@ type Thresholds struct {
 const (
 	DefaultGroupBy = "node"
 	DefaultK       = 20
-	DefaultMaxAge  = 2 * time.Minute
+	DefaultWindow  = time.Minute
 	// MaxK bounds K: Snapshot sorts and lists that many pairs each round.
 	MaxK = 10000
 )
@@ -95,16 +95,16 @@ func (t *Thresholds) SetDefaults() {
 	t.MinScore = cmp.Or(t.MinScore, d.MinScore)
 }
 
-// SetDefaults fills every zero field: GroupBy, K, MaxAge and Thresholds.
+// SetDefaults fills every zero field: GroupBy, K, Window and Thresholds.
 func (c *Config) SetDefaults() {
 	c.GroupBy = cmp.Or(c.GroupBy, DefaultGroupBy)
 	c.K = cmp.Or(c.K, DefaultK)
-	c.MaxAge = cmp.Or(c.MaxAge, DefaultMaxAge)
+	c.Window = cmp.Or(c.Window, DefaultWindow)
 	c.Thresholds.SetDefaults()
 }
 
 // Check reports every field of a defaulted Config that is out of range to
-// bad, by its field path: k, maxAge, thresholds.healthy, hops.<key>. It is
+// bad, by its field path: k, window, thresholds.healthy, hops.<key>. It is
 // the one definition of the ranges: New calls it, and so does config's
 // validation, which maps the paths to the file's (config/matrix.go).
 func (c Config) Check(bad func(field, format string, args ...any)) {
@@ -114,8 +114,8 @@ func (c Config) Check(bad func(field, format string, args ...any)) {
 	if c.K < 1 || c.K > MaxK {
 		bad("k", "%d not in 1..%d", c.K, MaxK)
 	}
-	if c.MaxAge <= 0 {
-		bad("maxAge", "%s must be positive", c.MaxAge)
+	if c.Window <= 0 {
+		bad("window", "%s must be positive", c.Window)
 	}
 	// Written as !(in range) so that NaN is out of range too.
 	th := c.Thresholds

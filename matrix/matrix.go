@@ -346,11 +346,11 @@ func (m *Matrix) groupOf(name string, labels map[string]string) string {
 // Forget drops agent's report at once (it left the cluster).
 func (m *Matrix) Forget(agent string) { delete(m.agents, agent) }
 
-// fresh returns the agents whose last report is at most MaxAge old at
+// fresh returns the agents whose last report is at most Window old at
 // now, sorted by name.
 func (m *Matrix) fresh(now time.Time) (fresh []*agentState, stale []*agentState) {
 	for _, a := range m.agents {
-		if now.Sub(a.seen) <= m.cfg.MaxAge {
+		if now.Sub(a.seen) <= m.cfg.Window {
 			fresh = append(fresh, a)
 		} else {
 			stale = append(stale, a)

@@ -78,7 +78,7 @@ func TestHopsLongestPrefix(t *testing.T) {
 
 func TestSnapshotRollsUpAndIgnoresStale(t *testing.T) {
 	t.Parallel()
-	m, err := New(Config{GroupBy: "rack", K: 2, MaxAge: time.Minute, Cells: true})
+	m, err := New(Config{GroupBy: "rack", K: 2, Window: time.Minute, Cells: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func (m *Matrix) hostRacks(agents []*agentState) map[string]string {
 // Racks maps the name of every agent with a fresh report to its rack:
 // its rack label, else the rack inferred from its first hop (a pod
 // agent's is its node's). Agents of no known rack are left out. Fresh is
-// at most MaxAge older than the newest report: the matrix has no clock.
+// at most Window older than the newest report: the matrix has no clock.
 // It is what a probe plan groups nodes by when they carry no rack label.
 func (m *Matrix) Racks() map[string]string {
 	var newest *agentState

@@ -36,7 +36,7 @@ func TestHopRack(t *testing.T) {
 // own first hop (its node), and stale agents are left out.
 func TestRacks(t *testing.T) {
 	t.Parallel()
-	m, err := New(Config{GroupBy: "rack", Hops: testHops, MaxAge: time.Minute})
+	m, err := New(Config{GroupBy: "rack", Hops: testHops, Window: time.Minute})
 	must(t, err)
 	node := func(name, rack, firstHop string, targets ...api.Target) api.Observations {
 		o := report(name, rack, targets...)
