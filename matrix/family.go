@@ -32,7 +32,7 @@ func (m *Matrix) Localize(now time.Time) Diagnosis {
 		}
 		suspects, m.fabric = mergeFamilies(fams, byFam), mergeFabrics(fabrics)
 	}
-	m.fabric.markSuspects(now, suspects)
+	markSuspects(&m.fabric, now, suspects)
 	m.remember(now, suspects)
 	return Diagnosis{Time: now, Suspects: suspects}
 }

@@ -9,52 +9,6 @@ import (
 	"github.com/netprober/prober/api"
 )
 
-// Fabric is the topology the matrix learned from the traced paths of the
-// latest Localize: what the page draws.
-type Fabric struct {
-	Time    time.Time      `json:"time"`
-	Devices []FabricDevice `json:"devices"`
-	Links   []FabricLink   `json:"links"`
-}
-
-// The roles of a FabricDevice.
-const (
-	RoleHost  = "host"  // a node
-	RolePod   = "pod"   // a pod, behind its node
-	RoleToR   = "tor"   // a switch some host hangs off
-	RoleSpine = "spine" // any switch above the ToRs
-	RoleLB    = "lb"    // a VIP or load balancer target
-)
-
-// FabricDevice is one device of the Fabric.
-type FabricDevice struct {
-	Name string `json:"name"`
-	Role string `json:"role"`
-	// Tier is 0 for hosts and pods, 1 for ToRs, one more per switch
-	// above, and the top for LBs.
-	Tier int `json:"tier"`
-	// Parent is a node's ToR or a pod's node, when traced.
-	Parent string `json:"parent,omitempty"`
-	// Group is a host's or pod's matrix group: its rows and columns.
-	Group     string   `json:"group,omitempty"`
-	Addresses []string `json:"addresses,omitempty"`
-	// EstimatedLoss is a suspect's own estimated loss, else the lower
-	// median of its links' estimated losses.
-	EstimatedLoss float64 `json:"estimatedLoss"`
-	// Suspect is the kind of the listed suspect of this name, if any.
-	Suspect string `json:"suspect,omitempty"`
-}
-
-// FabricLink is one direction of one link between traced devices.
-type FabricLink struct {
-	From          string  `json:"from"`
-	To            string  `json:"to"`
-	EstimatedLoss float64 `json:"estimatedLoss"`
-	// Flows are the traced flows whose forward path crosses it.
-	Flows   int  `json:"flows"`
-	Suspect bool `json:"suspect,omitempty"`
-}
-
 // Fabric returns the topology of the latest Localize.
 func (m *Matrix) Fabric() Fabric {
 	f := m.fabric
@@ -210,7 +164,7 @@ func mergeFabrics(fs []Fabric) Fabric {
 
 // markSuspects marks the listed suspects' devices and links, and sorts
 // the fabric so that it reads the same every round.
-func (f *Fabric) markSuspects(now time.Time, suspects []Suspect) {
+func markSuspects(f *Fabric, now time.Time, suspects []Suspect) {
 	f.Time = now
 	for _, s := range suspects {
 		if s.Score < ListScore {
@@ -236,17 +190,6 @@ func (f *Fabric) markSuspects(now time.Time, suspects []Suspect) {
 	slices.SortFunc(f.Links, func(x, y FabricLink) int {
 		return cmp.Or(strings.Compare(x.From, y.From), strings.Compare(x.To, y.To))
 	})
-}
-
-// CellRef is one matrix cell (groups, path class, family) whose traced
-// flows cross a device.
-type CellRef struct {
-	Source     string `json:"source"`
-	Target     string `json:"target"`
-	Path       string `json:"path"`
-	Family     string `json:"family"`
-	Flows      int    `json:"flows"`
-	LossyFlows int    `json:"lossyFlows"`
 }
 
 // maxCrossing bounds Crossing's answer: a spine of a 5,000-node fabric
@@ -349,27 +292,6 @@ func pathCrosses(names []string, device, from, to string, isLink bool) bool {
 	return false
 }
 
-// Pair is one (agent, target) pair of a cell.
-type Pair struct {
-	Agent   string `json:"agent"`
-	Target  string `json:"target"`
-	Address string `json:"address"`
-	Path    string `json:"path"`
-	Family  string `json:"family"`
-	Sent    uint64 `json:"sent"`
-	Lost    uint64 `json:"lost"`
-	// Flows are its tcp_syn flows by source port, as the matrix holds
-	// them: what a trace of the pair adds to its own few probes.
-	Flows map[uint16]PairFlow `json:"-"`
-}
-
-// PairFlow is what the matrix holds of one flow: its probes in the window
-// and the path its agent's traces found ("" for a hop never heard).
-type PairFlow struct {
-	Stats api.Stats
-	Hops  []string
-}
-
 // PairFor picks the pair to trace for a cell: among the fresh agents in
 // group source probing a target in group target over path and family,
 // the one whose tcp_syn probes (else any protocol's) lost most; family ""
@@ -424,14 +346,6 @@ func (m *Matrix) PairFor(now time.Time, source, target, path, family string) (Pa
 		}
 	}
 	return best, found
-}
-
-// Focus is the view a page opens on: where the trouble is.
-type Focus struct {
-	Path     string `json:"path"`
-	Protocol string `json:"protocol"`
-	Family   string `json:"family"`
-	Why      string `json:"why"`
 }
 
 // FocusOf is the path class, protocol and family of the top listed

@@ -1,8 +1,8 @@
-package matrix
+package api
 
 import "time"
 
-// Diagnosis is what Localize concludes, served as /api/v1/diagnosis.
+// Diagnosis is what matrix.Localize concludes, served as DiagnosisPath.
 type Diagnosis struct {
 	Time time.Time `json:"time"`
 	// Suspects is sorted by score, highest first; empty, never null,
@@ -23,7 +23,7 @@ const (
 // Suspect is one thing that drops packets.
 type Suspect struct {
 	Kind string `json:"kind"`
-	// Name is the device name from Config.Hops, else the address; a
+	// Name is the device name from the matrix's hops map, else the address; a
 	// link is "from->to"; a host, dataplane or lb is its node, pod or
 	// target name unless Hops names it.
 	Name      string   `json:"name"`
@@ -54,7 +54,7 @@ type Evidence struct {
 	LostProbes float64 `json:"lostProbes"`
 	SentProbes float64 `json:"sentProbes"`
 	// PValue bounds the chance of this much loss from an element no
-	// worse than Thresholds.Healthy.
+	// worse than the matrix's Thresholds.Healthy.
 	PValue float64 `json:"pValue"`
 	// Votes is the 007 vote the suspect's links held when blamed.
 	Votes float64 `json:"votes,omitempty"`
