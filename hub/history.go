@@ -22,28 +22,6 @@ const (
 	historySuspects = 256
 )
 
-// History is /api/v1/history: every suspect listed within the last hour.
-type History struct {
-	WindowSeconds float64        `json:"windowSeconds"`
-	Suspects      []SuspectTrack `json:"suspects"`
-}
-
-// SuspectTrack is one suspect's last hour: since when it is listed, until
-// when (nil while it is), and its score per round.
-type SuspectTrack struct {
-	Kind          string     `json:"kind"`
-	Name          string     `json:"name"`
-	Family        string     `json:"family,omitempty"`
-	Listed        bool       `json:"listed"`
-	Since         time.Time  `json:"since"`
-	Until         *time.Time `json:"until"`
-	EstimatedLoss float64    `json:"estimatedLoss"`
-	Detail        string     `json:"detail"`
-	// Scores are [unix seconds, score] pairs, oldest first; 0 after it
-	// cleared.
-	Scores [][2]float64 `json:"scores"`
-}
-
 // history keeps the suspects' tracks across rounds. Guarded by Hub.mu.
 type history struct {
 	tracks map[string]*SuspectTrack
@@ -67,7 +45,7 @@ func (hs *history) record(now time.Time, d matrix.Diagnosis) {
 			t.Listed, t.Since, t.Until = true, cmp.Or(s.Since, now), nil
 		}
 		t.EstimatedLoss, t.Detail = s.EstimatedLoss, s.Evidence.Detail
-		t.add(now, s.Score)
+		addScore(t, now, s.Score)
 	}
 	for key, t := range hs.tracks {
 		if seen[key] {
@@ -77,7 +55,7 @@ func (hs *history) record(now time.Time, d matrix.Diagnosis) {
 			until := now
 			t.Listed, t.Until = false, &until
 		}
-		t.add(now, 0)
+		addScore(t, now, 0)
 		if now.Sub(*t.Until) > historyWindow {
 			delete(hs.tracks, key)
 		}
@@ -89,9 +67,9 @@ func (hs *history) record(now time.Time, d matrix.Diagnosis) {
 	}
 }
 
-// add appends a score at now, at most historyPoints an hour, and drops
+// addScore appends a score at now to t, at most historyPoints an hour, and drops
 // the scores older than the window.
-func (t *SuspectTrack) add(now time.Time, score float64) {
+func addScore(t *SuspectTrack, now time.Time, score float64) {
 	sec := float64(now.UnixNano()) / 1e9
 	step := historyWindow.Seconds() / historyPoints
 	if n := len(t.Scores); n > 0 && sec-t.Scores[n-1][0] < step {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/httpguard"
-	"github.com/netprober/prober/matrix"
 )
 
 //go:embed index.html
@@ -130,15 +129,6 @@ func (h *Hub) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", string(format))
 	w.Write(body)
-}
-
-// matrixView is /api/v1/matrix: the snapshot plus the pulls behind it.
-type matrixView struct {
-	matrix.Snapshot
-	IntervalSeconds float64 `json:"intervalSeconds"`
-	Pulls           []pull  `json:"pulls"`
-	// Focus is the view the page opens on: where the trouble is.
-	Focus *matrix.Focus `json:"focus,omitempty"`
 }
 
 func (h *Hub) matrixView() matrixView {

@@ -66,16 +66,6 @@ type Hub struct {
 	cross                                         crossings
 }
 
-// pull is the outcome of the latest pull of one agent.
-type pull struct {
-	URL    string    `json:"url"`
-	Agent  string    `json:"agent,omitempty"`
-	OK     bool      `json:"ok"`
-	Error  string    `json:"error,omitempty"`
-	Reason string    `json:"-"`
-	At     time.Time `json:"at"`
-}
-
 // maxBody bounds one agent's observations; a response larger than this is
 // an error, not a memory spike. A report at api's bounds with every flow
 // traced is about 4 MiB.

@@ -28,12 +28,6 @@ func (h *Hub) History() History {
 	return h.hist.view(h.now())
 }
 
-// crossing is the answer of api.FabricCellsPath.
-type crossing struct {
-	Device string           `json:"device"`
-	Cells  []matrix.CellRef `json:"cells"`
-}
-
 // crossings caches api.FabricCellsPath's answers of one generation: a spine's
 // cells at 5,000 nodes take 0.2 s under the hub's lock
 // (BenchmarkCrossing5000), and the page asks again on every hover.
