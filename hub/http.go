@@ -131,6 +131,7 @@ func (h *Hub) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
+// matrixView is the snapshot plus the pulls behind it, at this round.
 func (h *Hub) matrixView() matrixView {
 	h.mu.Lock()
 	defer h.mu.Unlock()
