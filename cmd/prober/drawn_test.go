@@ -29,9 +29,11 @@ const drawnSeed = 4
 type drawnShape struct {
 	su        suite
 	spec      lab.Spec // the shape's fields only
-	pods      bool
 	scenarios []scenario
 }
+
+// pods reports whether the shape has a pod per node.
+func (d drawnShape) pods() bool { return d.spec.PodsPerNode > 0 }
 
 // drawShape draws from seed: 2 to 4 spines (or, one time in three, a
 // three-tier Clos: 2 super-spines over 2 fabric pods of 2 racks, 2 or 3
@@ -51,9 +53,8 @@ func drawShape(seed uint64) drawnShape {
 	if rng.IntN(3) == 0 {
 		s.SuperSpines, s.RacksPerPod, s.Racks, s.Spines, s.NodesPerRack = 2, 2, 4, 2+rng.IntN(2), 2
 	}
-	d.pods = rng.IntN(2) == 0
 	s.PodsPerNode = -1
-	if d.pods {
+	if rng.IntN(2) == 0 {
 		s.PodsPerNode = 1
 		s.Overlay = rng.IntN(2) == 0
 	}
@@ -100,12 +101,13 @@ func drawShape(seed uint64) drawnShape {
 	if rng.IntN(2) == 0 {
 		from, to = up, tor
 	}
-	host := fmt.Sprintf("n%d%d", 1+rng.IntN(s.Racks), 1+rng.IntN(s.NodesPerRack))
+	hostRack := 1 + rng.IntN(s.Racks)
+	host := fmt.Sprintf("n%d%d", hostRack, 1+rng.IntN(s.NodesPerRack))
 	d.scenarios = []scenario{
 		{name: "drawn: lossy " + upper, faults: []lab.Fault{{Kind: lab.FaultDeviceLoss, Device: upper, Permille: 50}}, kind: matrix.KindDevice, suspect: upper},
 		{name: "drawn: lossy link " + from + "->" + to, faults: []lab.Fault{{Kind: lab.FaultLinkLoss, From: from, To: to, Permille: 50}}, kind: matrix.KindLink, suspect: from + "->" + to},
 		{name: "drawn: bad NIC " + host, faults: []lab.Fault{{Kind: lab.FaultHostNIC, Host: host, Permille: 100}}, kind: matrix.KindHost, suspect: host,
-			allowed: ownLink(host, fmt.Sprintf("tor%c", host[1]))},
+			allowed: ownLink(host, fmt.Sprintf("tor%d", hostRack))},
 	}
 	if s.SilentRouters {
 		// What a fabric whose routers never answer shows: which rack
@@ -131,7 +133,7 @@ func (d drawnShape) String() string {
 		fam = d.su.families[0] + " only"
 	}
 	pods := "no pods"
-	if d.pods {
+	if d.pods() {
 		pods = "a pod per node"
 	}
 	return fmt.Sprintf("%s, %s; agents %s", s.Shape(), pods, fam)
@@ -178,7 +180,7 @@ func TestDrawShape(t *testing.T) {
 			on   bool
 			kind string
 		}{{spec.Overlay, "overlay"}, {spec.SilentRouters, "silent"}, {spec.DropEcho, "drop echo"}, {spec.SuperSpines > 0, "three tiers"},
-			{d.pods, "pods"}, {!d.pods, "no pods"}, {d.su.families == nil, "dual-stack"}, {len(d.su.families) == 1 && d.su.ipv6, "ipv6 only"}, {!d.su.ipv6, "ipv4 only"}} {
+			{d.pods(), "pods"}, {!d.pods(), "no pods"}, {d.su.families == nil, "dual-stack"}, {len(d.su.families) == 1 && d.su.ipv6, "ipv6 only"}, {!d.su.ipv6, "ipv4 only"}} {
 			if k.on {
 				seen[k.kind]++
 			}

@@ -355,14 +355,10 @@ func capture(ctx context.Context, r *testbed.Fabric, scenario string) {
 	if dir == "" {
 		return
 	}
-	var view struct {
-		Pulls []struct {
-			URL string `json:"url"`
-			OK  bool   `json:"ok"`
-		} `json:"pulls"`
-	}
+	var view api.MatrixView
 	pulled := map[string]bool{}
-	if resp, err := http.Get(strings.TrimSuffix(r.MatrixURL(), "/") + api.MatrixPath); err == nil {
+	client := &http.Client{Timeout: 10 * time.Second}
+	if resp, err := client.Get(strings.TrimSuffix(r.MatrixURL(), "/") + api.MatrixPath); err == nil {
 		if json.NewDecoder(resp.Body).Decode(&view) == nil {
 			for _, p := range view.Pulls {
 				pulled[p.URL] = p.OK
