@@ -80,147 +80,215 @@ func explainPods(r *round, dps []candidate) map[int32]int32 {
 }
 
 // localize names what drops packets on the paths of agents' targets: it
-// runs the stages (rules for lb, dataplane and host; the estimator over
-// every traced flow; 007 voting; Pingmesh tier scoring) and merges what
-// they find, highest score first, with the topology it traced. Localize
-// calls it once per family.
+// runs the stages in order over one pass and merges what they find,
+// highest score first, with the topology it traced. Localize calls it
+// once per family.
 func (m *Matrix) localize(agents []*agentState) ([]Suspect, Fabric) {
-	fresh := agents
-	r, e := &m.loc.r, &m.loc.e
-	m.build(r, fresh)
-	m.loc.exDone = false
-	th := &m.cfg.Thresholds
+	p := m.newPass(agents)
+	p.rules()        // lb, endpoint, dataplane and host rules
+	p.fitFabric()    // the estimator; rule findings the fabric explains go
+	p.selectFabric() // 007 voting and the selector over the traced links
+	p.arbitrate()    // what the rules explain is not the fabric's
+	p.scoreTiers()   // Pingmesh tier scoring, confirming what traces name
+	return p.merge(), m.fabricOf(p.r, p.e, p.groupRacks())
+}
 
-	// A host's rack is the switch its traces show it hangs off, else its
-	// rack label or the rack its first hop names (hostRacks, read over
-	// every pair: only when some host does not trace), else its group
-	// when GroupBy is a label.
-	var racks map[string]string
-	rackOf := func(d int32) string {
-		if sw := r.switchOf(d); sw >= 0 {
-			return r.devName[sw]
-		}
-		if racks == nil {
-			racks = m.hostRacks(fresh)
-		}
-		if rk := racks[r.devName[d]]; rk != "" {
-			return rk
-		}
-		if a := m.agents[r.devName[d]]; a != nil && m.cfg.GroupBy != "node" {
-			return a.group
-		}
-		return ""
+// pass is one localize: the round, and what each stage found for the
+// stages after it.
+type pass struct {
+	m     *Matrix
+	r     *round
+	e     *estimator
+	th    *Thresholds
+	fresh []*agentState
+	racks map[string]string // hostRacks, read on first need
+
+	lbs, eps, dps, hosts []candidate
+	epNames              map[string]bool
+	cut                  map[int32]int32  // explainPods' cut path ends
+	podNode              map[int32]string // pod device -> its node
+	unseen               *unseenCross
+	dpNodes              map[string]bool
+	blames               []blame
+	fab                  []candidate // the selector's suspects
+	kept                 []candidate // of fab, what the rules leave
+	devices              map[int32]bool
+	ruled                map[int32]bool
+}
+
+func (m *Matrix) newPass(agents []*agentState) *pass {
+	p := &pass{m: m, r: &m.loc.r, e: &m.loc.e, th: &m.cfg.Thresholds, fresh: agents}
+	m.build(p.r, agents)
+	m.loc.exDone = false
+	return p
+}
+
+// rackOf is a host's rack: the switch its traces show it hangs off, else
+// its rack label or the rack its first hop names (hostRacks, read over
+// every pair: only when some host does not trace), else its group when
+// GroupBy is a label.
+func (p *pass) rackOf(d int32) string {
+	r := p.r
+	if sw := r.switchOf(d); sw >= 0 {
+		return r.devName[sw]
 	}
-	lbs := lbRule(r, th)
-	eps, epNames := endpointRule(r, th)
-	dps := dataplaneRule(r, th, epNames)
-	hosts := append(eps, hostRule(r, th, rackOf)...)
-	cut := explainPods(r, dps)
+	if p.racks == nil {
+		p.racks = p.m.hostRacks(p.fresh)
+	}
+	if rk := p.racks[r.devName[d]]; rk != "" {
+		return rk
+	}
+	if a := p.m.agents[r.devName[d]]; a != nil && p.m.cfg.GroupBy != "node" {
+		return a.group
+	}
+	return ""
+}
+
+// groupRacks is the racks the fabric view groups hosts by.
+func (p *pass) groupRacks() map[string]string {
+	if p.racks == nil {
+		p.racks = p.m.groupRacks(p.fresh)
+	}
+	return p.racks
+}
+
+// rules runs the rules that need no traced path: an LB whose backends
+// are fine, a DNS endpoint, a node's dataplane, a host worse than its
+// rack.
+func (p *pass) rules() {
+	p.lbs = lbRule(p.r, p.th)
+	p.eps, p.epNames = endpointRule(p.r, p.th)
+	p.dps = dataplaneRule(p.r, p.th, p.epNames)
+	p.hosts = append(p.eps, hostRule(p.r, p.th, p.rackOf)...)
+}
+
+// fitFabric fits every link's rate without the pod paths the dataplane
+// suspects explain, and drops the rule findings the fitted fabric
+// explains.
+func (p *pass) fitFabric() {
+	r, e, th := p.r, p.e, p.th
+	p.cut = explainPods(r, p.dps)
 	e.fit(r)
-	podNode := m.podNodes(r)
-	unseen := newUnseenCross(r, rackOf)
+	p.podNode = p.m.podNodes(r)
+	p.unseen = newUnseenCross(r, p.rackOf)
 	// A node's pods, or a host, whose flows' ECMP hashes happened to
 	// cross a lossy link more often than their peers' did lose more with
 	// nothing wrong of their own: what the fabric's fitted rates predict
 	// for their flows decides.
-	if kept := slices.DeleteFunc(slices.Clone(dps), func(c candidate) bool { return fabricExplains(r, e, th, &c, podNode, cut, unseen) }); len(kept) < len(dps) {
+	if kept := slices.DeleteFunc(slices.Clone(p.dps), func(c candidate) bool { return fabricExplains(r, e, th, &c, p.podNode, p.cut, p.unseen) }); len(kept) < len(p.dps) {
 		// The flows of what the fabric explains are its evidence again.
-		for fi, end := range cut {
+		for fi, end := range p.cut {
 			r.flows[fi].linkEnd = end
 		}
-		dps = kept
-		cut = explainPods(r, dps)
+		p.dps = kept
+		p.cut = explainPods(r, p.dps)
 		e.fit(r)
 	}
-	dpNodes := map[string]bool{}
-	for _, c := range dps {
-		dpNodes[c.Name] = true
+	p.dpNodes = map[string]bool{}
+	for _, c := range p.dps {
+		p.dpNodes[c.Name] = true
 	}
 	// A pod behind a node whose dataplane loses is the dataplane's doing
 	// (its own link is the dataplane's veth).
-	hosts = slices.DeleteFunc(hosts, func(c candidate) bool {
-		return dpNodes[podNode[c.dev]] || fabricExplains(r, e, th, &c, podNode, cut, unseen)
+	p.hosts = slices.DeleteFunc(p.hosts, func(c candidate) bool {
+		return p.dpNodes[p.podNode[c.dev]] || fabricExplains(r, e, th, &c, p.podNode, p.cut, p.unseen)
 	})
-	blames := vote(r, e, th)
+}
+
+// selectFabric votes over the traced lossy flows and runs the selector,
+// which also weighs the host rule's hosts against the fabric.
+func (p *pass) selectFabric() {
+	p.blames = vote(p.r, p.e, p.th)
 	var ruleHosts []int32
-	for _, c := range hosts {
+	for _, c := range p.hosts {
 		ruleHosts = append(ruleHosts, c.dev)
 	}
-	fab := fabricSuspects(r, e, &m.loc.s, th, ruleHosts)
+	p.fab = fabricSuspects(p.r, p.e, &p.m.loc.s, p.th, ruleHosts)
 	// The host rule compares a host with its rack-mates and knows
 	// nothing of the fabric: a lossy link that the ECMP hashes of one
 	// host's flows happen to cross more than its rack-mates' makes that
 	// host look broken. Where the selector could weigh the host against
 	// the fabric (its own links were traced), it decides.
-	hosts = slices.DeleteFunc(hosts, func(c candidate) bool { return m.loc.s.rejected(c.dev) })
+	p.hosts = slices.DeleteFunc(p.hosts, func(c candidate) bool { return p.m.loc.s.rejected(c.dev) })
+}
 
-	// What the rules explain is not the fabric's.
-	ruled := map[int32]bool{}
-	for _, c := range slices.Concat(lbs, dps, hosts) {
+// arbitrate keeps of the selector's suspects what the rules do not
+// explain.
+func (p *pass) arbitrate() {
+	r := p.r
+	p.ruled = map[int32]bool{}
+	for _, c := range slices.Concat(p.lbs, p.dps, p.hosts) {
 		if c.dev >= 0 {
-			ruled[c.dev] = true
+			p.ruled[c.dev] = true
 		}
 	}
 	// A pod behind a node the rules name (its dataplane, its NIC) loses
 	// what its node does.
-	behind := maps.Clone(dpNodes)
-	for _, c := range hosts {
+	behind := maps.Clone(p.dpNodes)
+	for _, c := range p.hosts {
 		behind[c.Name] = true
 	}
-	for d, n := range podNode {
+	for d, n := range p.podNode {
 		if behind[n] {
-			ruled[d] = true
+			p.ruled[d] = true
 		}
 	}
-	devices := map[int32]bool{}
-	var kept []candidate
+	p.devices = map[int32]bool{}
 	lbFired := map[int32]bool{}
-	for _, c := range lbs {
+	for _, c := range p.lbs {
 		lbFired[c.dev] = true
 	}
-	for _, c := range fab {
+	for _, c := range p.fab {
 		// The estimator cannot see an LB's replies (its return path is
 		// its own), so it names an LB only with the LB rule's consent.
 		if c.Kind == KindLB && !lbFired[c.dev] {
 			continue
 		}
-		if c.dev >= 0 && ruled[c.dev] && c.Kind != KindLB && c.Kind != KindHost {
+		if c.dev >= 0 && p.ruled[c.dev] && c.Kind != KindLB && c.Kind != KindHost {
 			continue
 		}
-		if c.Kind == KindHost && behind[podNode[c.dev]] {
+		if c.Kind == KindHost && behind[p.podNode[c.dev]] {
 			continue
 		}
 		if c.Kind == KindLink {
 			lk := r.links[c.links[0]]
-			if ruled[lk.from] || ruled[lk.to] {
+			if p.ruled[lk.from] || p.ruled[lk.to] {
 				continue
 			}
 		}
 		if c.Kind == KindDevice {
-			devices[c.dev] = true
+			p.devices[c.dev] = true
 		}
-		kept = append(kept, c)
+		p.kept = append(p.kept, c)
 	}
-	tiers := tierSuspects(r, &m.loc.rt, th, rackOf, ruled)
+}
+
+// scoreTiers runs tier scoring over every pair and keeps what it finds
+// where no traced path names a device or link, or where it names the
+// same device: a lossy spine makes every rack it serves look sick.
+func (p *pass) scoreTiers() {
+	tiers := tierSuspects(p.r, &p.m.loc.rt, p.th, p.rackOf, p.ruled)
+	fabricNamed := len(p.kept) > 0
 	for i := range tiers {
-		if tiers[i].Kind == KindTier {
-			m.tierFlows(r, th, &tiers[i])
-		}
-	}
-	all := slices.Concat(lbs, dps, hosts, kept)
-	fabricNamed := len(kept) > 0
-	// Tier scoring sees only end-to-end totals, so a lossy spine makes
-	// every rack it serves look sick. When traced paths name a device or
-	// link, tier findings only confirm (merge with) what they name.
-	for _, c := range tiers {
-		if fabricNamed && (c.dev < 0 || !devices[c.dev]) {
+		c := &tiers[i]
+		if fabricNamed && (c.dev < 0 || !p.devices[c.dev]) {
 			continue
 		}
-		all = append(all, c)
+		if c.Kind == KindTier {
+			p.m.tierFlows(p.r, p.th, c)
+		}
+		p.kept = append(p.kept, *c)
 	}
+}
+
+// merge is every stage's findings, one per kind and name, scored by
+// their share of the excess loss and sorted.
+func (p *pass) merge() []Suspect {
+	r, th := p.r, p.th
+	all := slices.Concat(p.lbs, p.dps, p.hosts, p.kept)
 	// A host behind a lossy device is that device's doing.
 	all = slices.DeleteFunc(all, func(c candidate) bool {
-		return c.Kind == KindHost && c.dev >= 0 && r.switchOf(c.dev) >= 0 && devices[r.switchOf(c.dev)]
+		return c.Kind == KindHost && c.dev >= 0 && r.switchOf(c.dev) >= 0 && p.devices[r.switchOf(c.dev)]
 	})
 	// One suspect per kind and name: the stronger finding.
 	slices.SortStableFunc(all, func(x, y candidate) int {
@@ -245,7 +313,7 @@ func (m *Matrix) localize(agents []*agentState) ([]Suspect, Fabric) {
 			c.Addresses = []string{}
 		}
 		if len(c.links) > 0 {
-			m.linkEvidence(r, e, blames, c)
+			p.m.linkEvidence(r, p.e, p.blames, c)
 		}
 		if c.Evidence.Examples == nil {
 			c.Evidence.Examples = []FlowRef{}
@@ -253,10 +321,7 @@ func (m *Matrix) localize(agents []*agentState) ([]Suspect, Fabric) {
 		suspects = append(suspects, c.Suspect)
 	}
 	sortSuspects(suspects)
-	if racks == nil {
-		racks = m.groupRacks(fresh)
-	}
-	return suspects, m.fabricOf(r, e, racks)
+	return suspects
 }
 
 func sortSuspects(s []Suspect) {
