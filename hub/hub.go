@@ -244,7 +244,7 @@ func (h *Hub) Round(ctx context.Context) {
 	h.snap = h.m.Snapshot(now)
 	prev := h.diag
 	h.diag = h.m.Localize(now)
-	h.fabric, h.focus = h.m.Fabric(), matrix.FocusOf(h.snap, h.diag)
+	h.fabric, h.focus = h.m.Fabric(), focusOf(h.snap, h.diag)
 	h.hist.record(now, h.diag)
 	h.rounds.Add(1)
 	h.gen.Add(1)

@@ -1,7 +1,6 @@
 package matrix_test
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/netprober/prober/api"
@@ -190,40 +189,6 @@ func TestCrossingAndPair(t *testing.T) {
 		t.Errorf("a pair for a path nobody probes")
 	}
 	t.Logf("cell %s->%s: pair %s->%s lost %.3f", c.Source, c.Target, p.Agent, p.Target, pairLoss)
-}
-
-// TestFocus: the page opens on the top suspect's path class and protocol,
-// else on the worst cell.
-func TestFocus(t *testing.T) {
-	t.Parallel()
-	fab, err := matrixsim.New(matrixsim.Config{Racks: 4, NodesPerRack: 3, Spines: 3, FlowsPerTarget: 4, ProbesPerFlow: 8, LB: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, d := viewRound(t, fab, matrixsim.Fault{Kind: matrixsim.SpineLoss, Spine: 0, Loss: 0.05}, 4)
-	f := matrix.FocusOf(m.Snapshot(t0), d)
-	if f == nil || f.Path != api.PathNodeToNode || f.Protocol != api.ProtocolTCPSYN {
-		t.Errorf("spine fault: focus %+v, want node_to_node tcp_syn", f)
-	}
-	m, d = viewRound(t, fab, matrixsim.Fault{Kind: matrixsim.LBLoss, Loss: 0.2}, 5)
-	f = matrix.FocusOf(m.Snapshot(t0), d)
-	if f == nil || f.Path != api.PathNodeToLB {
-		t.Errorf("lb fault (listed %v): focus %+v, want node_to_lb", brief(d.Listed()), f)
-	}
-	if f := matrix.FocusOf(matrix.Snapshot{}, matrix.Diagnosis{}); f != nil {
-		t.Errorf("no data: focus %+v, want none", f)
-	}
-	cells := []matrix.Cell{
-		{Source: "a", Target: "b", Path: api.PathPodToPod, Protocol: api.ProtocolICMP, Sent: 100, Lost: 1, LossRatio: 0.01},
-		{Source: "a", Target: "c", Path: api.PathNodeToNode, Protocol: api.ProtocolHTTP2Ping, Sent: 100, Lost: 9, LossRatio: 0.09},
-	}
-	f = matrix.FocusOf(matrix.Snapshot{Groups: cells}, matrix.Diagnosis{})
-	if f == nil || f.Path != api.PathNodeToNode || f.Protocol != api.ProtocolHTTP2Ping {
-		t.Errorf("no suspect: focus %+v, want the worst cell's", f)
-	}
-	if !slices.ContainsFunc(cells, func(c matrix.Cell) bool { return c.Path == f.Path }) {
-		t.Error("focus outside the cells")
-	}
 }
 
 // BenchmarkCrossing5000 is the page's "cells a device's flows cross" at
