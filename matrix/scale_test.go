@@ -13,6 +13,7 @@ import (
 var (
 	evalScale  = flag.Bool("scale", false, "measure CPU per localization round (TestScaleCPU)")
 	scaleNodes = flag.Int("scale.nodes", 5000, "TestScaleCPU's cluster: 5000 (125 racks of 40, 8 spines) or 10000 (250 racks of 40, 16 spines)")
+	scaleDual  = flag.Bool("scale.dual", false, "TestScaleCPU's agents probe both families (each round's IPv4 reports with a second round's as IPv6)")
 )
 
 func cpuTime() time.Duration {
@@ -29,7 +30,10 @@ func userTime() time.Duration {
 
 // TestScaleCPU measures the process CPU time (all threads, GC included)
 // of steady-state rounds at 5,000 or 10,000 nodes: Observe of every
-// report, then Localize. Run with -scale [-scale.nodes 10000].
+// report, then Localize. Run with -scale [-scale.nodes 10000]
+// [-scale.dual]. Each row ends in one line a script reads:
+// "scale: nodes=N family=ipv4|dual fault=F cpu_per_round=SECONDS
+// top_right=true|false".
 func TestScaleCPU(t *testing.T) {
 	if !*evalScale {
 		t.Skip("run with -scale")
@@ -49,7 +53,11 @@ func TestScaleCPU(t *testing.T) {
 	for _, k := range []matrixsim.Kind{matrixsim.Healthy, matrixsim.LinkLoss, matrixsim.SpineLoss, matrixsim.Blackhole} {
 		ft := matrixsim.Fault{Kind: k, Loss: 0.02, Rack: 7, Spine: 3}
 		obs := fab.Observations(ft, 1)
-		m, _ := matrix.New(matrix.Config{GroupBy: "rack", Hops: fab.Hops()})
+		hops, family := fab.Hops(), "ipv4"
+		if *scaleDual {
+			obs, hops, family = dualStack(obs, fab.Observations(ft, 2)), hops6(fab), "dual"
+		}
+		m, _ := matrix.New(matrix.Config{GroupBy: "rack", Hops: hops})
 		var obsCPU, locCPU, user time.Duration
 		const rounds = 5
 		var d matrix.Diagnosis
@@ -75,7 +83,9 @@ func TestScaleCPU(t *testing.T) {
 		if len(d.Suspects) > 0 {
 			top = d.Suspects[0].Kind + "/" + d.Suspects[0].Name
 		}
-		if want := kind + "/" + name; kind == "" && len(d.Suspects) > 0 || kind != "" && top != want {
+		want := kind + "/" + name
+		right := kind == "" && len(d.Suspects) == 0 || kind != "" && top == want
+		if !right {
 			t.Errorf("%s: top suspect %s, want %s", k, top, cmpOr(want, "none"))
 		}
 		flows := 0
@@ -88,6 +98,7 @@ func TestScaleCPU(t *testing.T) {
 		}
 		t.Logf("%-10s flows %d: CPU per round: observe %v + localize %v = %v (user %v); top %s (truth %s/%s), %d suspects",
 			k, flows, obsCPU/rounds, locCPU/rounds, (obsCPU+locCPU)/rounds, user/rounds, top, kind, name, len(d.Suspects))
+		t.Logf("scale: nodes=%d family=%s fault=%s cpu_per_round=%.3f top_right=%v", *scaleNodes, family, k, ((obsCPU + locCPU) / rounds).Seconds(), right)
 	}
 }
 
