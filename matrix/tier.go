@@ -80,11 +80,9 @@ func tierSuspects(r *round, rt *rackTallies, th *Thresholds, rackOf func(int32) 
 		pairs = append(pairs, int32(pi))
 	}
 	// By probes, or by sick flows where ECMP dilutes a bad link's loss.
-	// One rack's uplinks are tested even when the whole is not: one
-	// link of the 32 paths out of a fabric pod of one rack makes a few
-	// dozen sick flows, lost among every rack's.
-	sick, _ := th.sickFlows(allF, 0)
-	anyLoss := th.isSignificant(all) || sick
+	// Each rack is tested even when the whole is not significant: one of
+	// the many links out of a fabric pod of one rack makes a few dozen
+	// sick flows, lost among every rack's.
 	var one []int
 	for q := range rt.names {
 		rest := tally{sent: all.sent - touch[q].sent, lost: all.lost - touch[q].lost}
@@ -127,9 +125,6 @@ func tierSuspects(r *round, rt *rackTallies, th *Thresholds, rackOf func(int32) 
 			return sq != q && dq != q
 		})
 		return append(out, c)
-	}
-	if !anyLoss {
-		return out
 	}
 	// Spread: the cross-rack pairs that do not touch the worst rack lose
 	// too.
