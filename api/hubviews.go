@@ -49,3 +49,11 @@ type Crossing struct {
 	Device string    `json:"device"`
 	Cells  []CellRef `json:"cells"`
 }
+
+// TraceView is the matrix's answer of TracePath: the pair traced and the
+// report, as `prober trace --json` prints it.
+type TraceView struct {
+	// Pair is the pair traced, with its probes in the matrix's window.
+	Pair
+	Report TraceReport `json:"report"`
+}

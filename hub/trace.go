@@ -58,14 +58,6 @@ func (t *tracing) done(agent string) {
 	delete(t.running, agent)
 }
 
-// TraceView is the answer of api.TracePath: the pair traced and the report,
-// as `prober trace --json` prints it.
-type TraceView struct {
-	// Pair is the pair traced, with its probes in the matrix's window.
-	matrix.Pair
-	Report tracereport.Report `json:"report"`
-}
-
 // serveTrace traces a cell's pair now: the matrix picks the pair, asks its
 // agent (which spends its own trace budget) and names the hops.
 func (h *Hub) serveTrace(w http.ResponseWriter, r *http.Request) {

@@ -9,4 +9,5 @@ type (
 	crossing     = api.Crossing
 	History      = api.History
 	SuspectTrack = api.SuspectTrack
+	TraceView    = api.TraceView
 )

@@ -21,16 +21,9 @@ type MatrixClient struct {
 	Client *http.Client
 }
 
-// MatrixView is /api/v1/matrix: the snapshot and the pulls behind it.
-type MatrixView struct {
-	matrix.Snapshot
-	Pulls []struct {
-		URL   string `json:"url"`
-		Agent string `json:"agent"`
-		OK    bool   `json:"ok"`
-		Error string `json:"error"`
-	} `json:"pulls"`
-}
+// MatrixView is api.MatrixPath's answer: the snapshot and the pulls
+// behind it.
+type MatrixView = api.MatrixView
 
 // Matrix fetches the loss matrix.
 func (m MatrixClient) Matrix(ctx context.Context) (MatrixView, error) {

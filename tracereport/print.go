@@ -11,7 +11,7 @@ import (
 )
 
 // Print writes the report for a person, as `prober trace` prints it.
-func (r Report) Print(w io.Writer) {
+func Print(w io.Writer, r Report) {
 	fmt.Fprintf(w, "trace to %s (%s) port %d from %s: %d flows, %d probes per hop, %d distinct paths, %s\n",
 		r.Host, r.Target, r.Port, r.Source, r.Flows, r.ProbesPerHop, len(r.Paths), time.Duration(r.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
 	for i, p := range r.Paths {
@@ -53,7 +53,7 @@ func (r Report) Print(w io.Writer) {
 				named(s.Address, s.Name), len(s.SourcePorts), ports(s.SourcePorts), s.HopReceived, s.HopSent, s.EndReceived, s.EndSent, pct(s.EndLoss))
 		}
 	}
-	r.printInferred(w)
+	printInferred(w, r)
 }
 
 // named is an address with the device name the matrix knows it by.
@@ -66,7 +66,7 @@ func named(addr, name string) string {
 
 // printInferred prints the suspects named from the flows, those that the
 // same flows cross on one line.
-func (r Report) printInferred(w io.Writer) {
+func printInferred(w io.Writer, r Report) {
 	if len(r.Inferred) > 0 {
 		from := ""
 		if r.WindowProbes > 0 {

@@ -11,92 +11,6 @@ import (
 	"github.com/netprober/prober/probe"
 )
 
-// Report is what `prober trace` prints: flows grouped by path, and the
-// hops where a lossy flow's break starts. Its JSON is `prober trace
-// --json`'s.
-type Report struct {
-	Host            string    `json:"host"`
-	Target          string    `json:"target"`
-	Port            uint16    `json:"port"`
-	Source          string    `json:"source"`
-	Flows           int       `json:"flowCount"`
-	ProbesPerHop    int       `json:"probesPerHop"`
-	DurationSeconds float64   `json:"durationSeconds"`
-	Paths           []Path    `json:"paths"`
-	Suspects        []Suspect `json:"suspects"`
-	// Inferred are what the matrix's localization names from the flows
-	// alone: what lossy flows cross and clean flows avoid. It needs no
-	// hop to answer past the first, so it stands where rate-limited hops
-	// leave no break to read (docs/trace.md).
-	Inferred  []matrix.FlowSuspect `json:"inferredSuspects"`
-	Unlocated *matrix.Unlocated    `json:"unlocated,omitempty"`
-	FlowList  []Flow               `json:"flows"`
-	Unmatched map[string]uint64    `json:"unmatched,omitempty"`
-	// WindowProbes are the probes of the agent's window the inference
-	// added to the trace's own (Trace.Window).
-	WindowProbes uint64 `json:"windowProbes,omitempty"`
-}
-
-// Path is the flows that took one path, and their hops' answers summed.
-type Path struct {
-	Hash        string   `json:"hash"`
-	SourcePorts []uint16 `json:"sourcePorts"`
-	Hops        []Hop    `json:"hops"`
-	Reached     bool     `json:"reached"`
-	Sent        int      `json:"sent"` // end to end, all its flows
-	Received    int      `json:"received"`
-	Loss        float64  `json:"loss"`
-	LossyPorts  []uint16 `json:"lossySourcePorts,omitempty"`
-	// SuspectHop indexes Hops: where the lossy flows' break starts.
-	SuspectHop int `json:"suspectHop"`
-
-	addrs []string
-}
-
-// Flow is one flow's own path and reading.
-type Flow struct {
-	SourcePort uint16   `json:"sourcePort"`
-	Hops       []string `json:"hops"`
-	Reached    bool     `json:"reached"`
-	Sent       int      `json:"sent"`
-	Received   int      `json:"received"`
-	Lossy      bool     `json:"lossy"`
-	SuspectHop int      `json:"suspectHop"`
-	// InferredTTLs are the hops no probe heard, filled from the other
-	// flows of the trace (docs/trace.md).
-	InferredTTLs []int `json:"inferredTTLs,omitempty"`
-}
-
-// Hop is one TTL of a path.
-type Hop struct {
-	TTL     int    `json:"ttl"`
-	Address string `json:"address"` // "" when silent
-	// Name is the device the matrix's hops config names the address
-	// by, so the page and the matrix's suspects speak of one device.
-	Name       string  `json:"name,omitempty"`
-	Sent       int     `json:"sent"`
-	Received   int     `json:"received"`
-	Loss       float64 `json:"loss"`
-	RTTSeconds float64 `json:"rttSeconds"`
-	Suspect    bool    `json:"suspect,omitempty"`
-	// Inferred counts the flows whose hop here was inferred, not heard.
-	Inferred int `json:"inferred,omitempty"`
-}
-
-// Suspect is one hop address where lossy flows' breaks start, with the
-// evidence: how that hop answered, and how the destination answered.
-type Suspect struct {
-	Address     string   `json:"address"`
-	Name        string   `json:"name,omitempty"` // as Hop's
-	SourcePorts []uint16 `json:"sourcePorts"`
-	HopSent     int      `json:"hopSent"`
-	HopReceived int      `json:"hopReceived"`
-	HopLoss     float64  `json:"hopLoss"`
-	EndSent     int      `json:"endToEndSent"`
-	EndReceived int      `json:"endToEndReceived"`
-	EndLoss     float64  `json:"endToEndLoss"`
-}
-
 // Trace is one traceroute of a target's flows, what New reports on.
 type Trace struct {
 	// Host is the target as it was asked for: a name, or its address.
@@ -139,6 +53,7 @@ func New(tr Trace, cfg matrix.Config) (Report, error) {
 	ordered := slices.Concat(
 		slices.DeleteFunc(slices.Clone(fts), func(ft probe.FlowTrace) bool { return !complete(ft) }),
 		slices.DeleteFunc(slices.Clone(fts), complete))
+	var pathAddrs [][]string // each path's hop addresses, by index into rep.Paths
 	for _, ft := range ordered {
 		addrs := ft.Path()
 		lr := ft.Loss(probe.DefaultNoise)
@@ -151,8 +66,8 @@ func New(tr Trace, cfg matrix.Config) (Report, error) {
 		}
 		rep.FlowList = append(rep.FlowList, tf)
 		i, fits := -1, 0
-		for j, p := range rep.Paths {
-			if slices.Equal(p.addrs, addrs) || !complete(ft) && probe.SamePath(p.addrs, addrs) {
+		for j, pa := range pathAddrs {
+			if slices.Equal(pa, addrs) || !complete(ft) && probe.SamePath(pa, addrs) {
 				i, fits = j, fits+1
 			}
 		}
@@ -160,11 +75,12 @@ func New(tr Trace, cfg matrix.Config) (Report, error) {
 			i = -1
 		}
 		if i < 0 {
-			rep.Paths = append(rep.Paths, Path{addrs: addrs, Hops: make([]Hop, len(addrs)), SuspectHop: -1, Reached: ft.Reached})
+			rep.Paths = append(rep.Paths, Path{Hops: make([]Hop, len(addrs)), SuspectHop: -1, Reached: ft.Reached})
+			pathAddrs = append(pathAddrs, addrs)
 			i = len(rep.Paths) - 1
 		}
 		p := &rep.Paths[i]
-		p.addrs = probe.MergePath(p.addrs, addrs)
+		pathAddrs[i] = probe.MergePath(pathAddrs[i], addrs)
 		p.SourcePorts = append(p.SourcePorts, ft.SourcePort)
 		p.Sent += ft.Sent
 		p.Received += ft.Received
@@ -201,11 +117,11 @@ func New(tr Trace, cfg matrix.Config) (Report, error) {
 	}
 	for i := range rep.Paths {
 		p := &rep.Paths[i]
-		p.Hash = probe.PathHash(p.addrs)
+		p.Hash = probe.PathHash(pathAddrs[i])
 		p.Loss = ratio(p.Sent, p.Received)
 		for j := range p.Hops {
-			p.Hops[j].Address = p.addrs[j]
-			p.Hops[j].Name = name(p.addrs[j])
+			p.Hops[j].Address = pathAddrs[i][j]
+			p.Hops[j].Name = name(pathAddrs[i][j])
 			p.Hops[j].Loss = ratio(p.Hops[j].Sent, p.Hops[j].Received)
 			p.Hops[j].Suspect = j == p.SuspectHop
 		}
@@ -324,3 +240,13 @@ func ratio(sent, recv int) float64 {
 	}
 	return float64(sent-recv) / float64(sent)
 }
+
+// The report's types are api's, which owns every type an endpoint
+// serves; the aliases keep this package's names.
+type (
+	Report  = api.TraceReport
+	Path    = api.TraceReportPath
+	Flow    = api.TraceReportFlow
+	Hop     = api.TraceReportHop
+	Suspect = api.TraceReportSuspect
+)

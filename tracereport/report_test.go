@@ -127,7 +127,7 @@ func TestReport(t *testing.T) {
 	}
 
 	var human strings.Builder
-	rep.Print(&human)
+	Print(&human, rep)
 	for _, want := range []string{"inferred from the flows", "3 distinct paths", "(inferred for 1 of 2 flows)", "<- SUSPECT", "198.51.100.2: 2 flows (64002,64003)", "LOSSY: 2 of 2 flows"} {
 		if !strings.Contains(human.String(), want) {
 			t.Errorf("human output lacks %q:\n%s", want, human.String())
@@ -184,7 +184,7 @@ func TestReportNames(t *testing.T) {
 		}
 	}
 	var human strings.Builder
-	rep.Print(&human)
+	Print(&human, rep)
 	for _, want := range []string{"198.51.100.2 (spine2)  ", "198.51.100.2 (spine2): 2 flows (64002,64003)", "192.0.2.1 (tor1)"} {
 		if !strings.Contains(human.String(), want) {
 			t.Errorf("human output lacks %q:\n%s", want, human.String())
@@ -216,7 +216,7 @@ func TestReportGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			var human strings.Builder
-			rep.Print(&human)
+			Print(&human, rep)
 			js, err := json.MarshalIndent(rep, "", "  ")
 			if err != nil {
 				t.Fatal(err)

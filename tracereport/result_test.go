@@ -80,8 +80,8 @@ func TestReportFromResult(t *testing.T) {
 	}
 	direct.Host = "n21"
 	var a, b2 strings.Builder
-	rep.Print(&a)
-	direct.Print(&b2)
+	Print(&a, rep)
+	Print(&b2, direct)
 	if a.String() != b2.String() {
 		t.Errorf("report from the result:\n%s\nwant, as New makes it:\n%s", a.String(), b2.String())
 	}
@@ -125,6 +125,6 @@ func FuzzNewFromResult(f *testing.F) {
 			return
 		}
 		var sb strings.Builder
-		rep.Print(&sb)
+		Print(&sb, rep)
 	})
 }

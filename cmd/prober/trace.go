@@ -168,7 +168,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		return exitOK
 	}
-	rep.Print(stdout)
+	tracereport.Print(stdout, rep)
 	return exitOK
 }
 
