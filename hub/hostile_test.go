@@ -18,6 +18,7 @@ import (
 	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/probe/probetest"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // rotating serves a report under a new agent name on every pull.
@@ -356,5 +357,40 @@ func TestHostNames(t *testing.T) {
 		if resp.StatusCode != tc.want {
 			t.Errorf("%s %s with Host %q: %s, want %d", tc.method, tc.path, tc.host, resp.Status, tc.want)
 		}
+	}
+}
+
+// TestReportsTakeDiscoverysWord: in Kubernetes mode an agent's report
+// cannot move it or its targets to another rack, nor add a target the plan
+// does not have (issue 30: colluding agents framed a link by claiming
+// another rack's flows).
+func TestReportsTakeDiscoverysWord(t *testing.T) {
+	liar := report("n21", "r1", map[string]string{"n11": "r9", "ghost": "r1"}, 100, 40)
+	liar.Agent.Address = "192.0.2.99"
+	for i := range liar.Targets {
+		if liar.Targets[i].Name == "n11" {
+			liar.Targets[i].Address = "192.0.2.11"
+		}
+	}
+	url := agentServer(t, liar, 0, 200)
+	h := newTestHub(t, []string{url}, "rack")
+	ps := []api.Peer{
+		{Name: "n11", Class: api.ClassNode, Address: "192.0.2.11", Port: 9808, Labels: map[string]string{"node": "n11", "rack": "r1"}},
+		{Name: "n21", Class: api.ClassNode, Address: "192.0.2.21", Port: 9808, Labels: map[string]string{"node": "n21", "rack": "r2"}},
+	}
+	h.SetPeers(ps, map[string]string{"n21": url})
+	h.Round(context.Background())
+	groups := h.Snapshot().Groups
+	if len(groups) != 1 || groups[0].Source != "r2" || groups[0].Target != "r1" {
+		t.Errorf("cells %+v, want one r2->r1: the liar's rack and its target's from discovery, the ghost dropped", groups)
+	}
+	if n := testutil.ToFloat64(h.met.unplanned); n != 1 {
+		t.Errorf("unplanned targets counted %v, want 1 (ghost)", n)
+	}
+	// The same report in static mode (no discovery) is taken as it is.
+	static := newTestHub(t, []string{url}, "rack")
+	static.Round(context.Background())
+	if g := static.Snapshot().Groups; len(g) != 2 {
+		t.Errorf("static mode: cells %+v, want the report's own 2", g)
 	}
 }

@@ -218,6 +218,7 @@ func (h *Hub) Round(ctx context.Context) {
 		return
 	}
 	now := h.now()
+	planned := h.Plan()
 	h.mu.Lock()
 	for i, p := range results {
 		if p.OK {
@@ -226,6 +227,9 @@ func (h *Hub) Round(ctx context.Context) {
 			}
 		}
 		if p.OK {
+			if n := vouch(planned, obs[i]); n > 0 {
+				h.met.unplanned.Add(float64(n))
+			}
 			if err := h.m.Observe(now, *obs[i]); err != nil {
 				p.OK, p.Error, p.Reason = false, err.Error(), "invalid"
 			} else {

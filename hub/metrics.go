@@ -11,6 +11,7 @@ type hubMetrics struct {
 	rounds       prometheus.Counter
 	roundSeconds prometheus.Histogram
 	pullErrors   *prometheus.CounterVec
+	unplanned    prometheus.Counter
 	authFailures *prometheus.CounterVec
 	planAgents   prometheus.Gauge
 	planBuilds   prometheus.Counter
@@ -36,6 +37,10 @@ func newHubMetrics(reg prometheus.Registerer, h *Hub) *hubMetrics {
 			Name: "prober_matrix_pull_errors_total",
 			Help: "Failed pulls of an agent's observations by reason (timeout, connect, http, decode, invalid, identity): no data, not loss.",
 		}, []string{"reason"}),
+		unplanned: f.NewCounter(prometheus.CounterOpts{
+			Name: "prober_matrix_unplanned_targets_total",
+			Help: "Targets dropped from agents' reports because the plan has no such target at that address (Kubernetes mode): a peer that has left, or an agent that is broken or lying.",
+		}),
 		planAgents: f.NewGauge(prometheus.GaugeOpts{
 			Name: "prober_matrix_plan_agents",
 			Help: "Agents in the probe plan the matrix serves.",

@@ -98,6 +98,17 @@ func (p *Plans) Agent(name string) (api.AgentPlan, bool) {
 	return out, true
 }
 
+// Peer returns the named peer as the plan knows it: its class, addresses
+// and labels (rack possibly inferred). The matrix takes these over what a
+// report says of itself or of its targets.
+func (p *Plans) Peer(name string) (Peer, bool) {
+	i, ok := p.index[name]
+	if !ok {
+		return Peer{}, false
+	}
+	return p.peers[i], true
+}
+
 // ProbedBy returns the agents that probe the named peer, by name.
 func (p *Plans) ProbedBy(name string) []string {
 	j, ok := p.index[name]
