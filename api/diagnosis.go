@@ -8,6 +8,28 @@ type Diagnosis struct {
 	// Suspects is sorted by score, highest first; empty, never null,
 	// when nothing is significantly lossy.
 	Suspects []Suspect `json:"suspects"`
+	// Disputed are what the fit or the tier stage would have named but
+	// the sources refused: fewer of the agents whose flows cross it lose
+	// significantly than see it far cleaner than those say. A lying or
+	// broken agent's reports, or paths traced wrong; never a suspect.
+	Disputed []Dispute `json:"disputed,omitempty"`
+}
+
+// Dispute is a link or a rack's uplinks that a minority of the agents
+// crossing it blame.
+type Dispute struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// Family is the address family whose flows disputed it, when the
+	// cluster probes two.
+	Family string `json:"family,omitempty"`
+	// Confirming agents' flows over it lose significantly; contradicting
+	// agents' lose far less than the confirming ones' rate.
+	Confirming    int `json:"confirming"`
+	Contradicting int `json:"contradicting"`
+	// Confirmers and Contradictors name the first few of each, by agent.
+	Confirmers    []string `json:"confirmers"`
+	Contradictors []string `json:"contradictors"`
 }
 
 // The suspect kinds.

@@ -67,13 +67,14 @@ func fabricSuspects(r *round, e *estimator, s *selector, th *Thresholds, ruleHos
 			out = append(out, deviceCandidate(r, e, th, d, KindLB, in, o, claimed))
 		}
 	}
-	s.bg = th.Healthy
+	s.bg, s.disputes = th.Healthy, nil
 	s.hypotheses(r, e, bad, ruleHosts, th)
 	if len(s.hs) == 0 {
 		return out
 	}
 	s.collect(r, e)
 	s.choose(r, th, -math.Log(th.Alpha)/2)
+	s.disputes = s.dispute(r, th)
 	for h := range s.hs {
 		if !s.hs[h].chosen {
 			continue

@@ -20,21 +20,27 @@ import (
 func (m *Matrix) Localize(now time.Time) Diagnosis {
 	fresh, _ := m.fresh(now)
 	var suspects []Suspect
+	var disputed []Dispute
 	if fams := familiesOf(fresh); len(fams) <= 1 {
 		m.loc.s.spread = replySpread(fams)
-		suspects, m.fabric = m.localize(fresh)
+		suspects, disputed, m.fabric = m.localize(fresh)
 	} else {
 		byFam := make([][]Suspect, len(fams))
 		fabrics := make([]Fabric, len(fams))
 		for i, f := range fams {
 			m.loc.s.spread = replySpread(fams[i : i+1])
-			byFam[i], fabrics[i] = m.localize(familyView(fresh, f))
+			var ds []Dispute
+			byFam[i], ds, fabrics[i] = m.localize(familyView(fresh, f))
+			for _, d := range ds {
+				d.Family = f
+				disputed = append(disputed, d)
+			}
 		}
 		suspects, m.fabric = mergeFamilies(fams, byFam), mergeFabrics(fabrics)
 	}
 	markSuspects(&m.fabric, now, suspects)
 	m.remember(now, suspects)
-	return Diagnosis{Time: now, Suspects: suspects}
+	return Diagnosis{Time: now, Suspects: suspects, Disputed: disputed}
 }
 
 // replySpread is the selector's prior share of flows of fams (one

@@ -83,14 +83,36 @@ func explainPods(r *round, dps []candidate) map[int32]int32 {
 // runs the stages in order over one pass and merges what they find,
 // highest score first, with the topology it traced. Localize calls it
 // once per family.
-func (m *Matrix) localize(agents []*agentState) ([]Suspect, Fabric) {
+func (m *Matrix) localize(agents []*agentState) ([]Suspect, []Dispute, Fabric) {
 	p := m.newPass(agents)
 	p.rules()        // lb, endpoint, dataplane and host rules
 	p.fitFabric()    // the estimator; rule findings the fabric explains go
 	p.selectFabric() // 007 voting and the selector over the traced links
 	p.arbitrate()    // what the rules explain is not the fabric's
 	p.scoreTiers()   // Pingmesh tier scoring, confirming what traces name
-	return p.merge(), m.fabricOf(p.r, p.e, p.groupRacks())
+	return p.merge(), p.disputes(), m.fabricOf(p.r, p.e, p.groupRacks())
+}
+
+// disputes are what the selector and the tier stage refused on the
+// sources' word, sorted.
+func (p *pass) disputes() []Dispute {
+	var out []Dispute
+	names := func(ds []int32) []string {
+		out := make([]string, len(ds))
+		for i, d := range ds {
+			out[i] = p.r.devName[d]
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, d := range slices.Concat(p.m.loc.s.disputes, p.m.loc.rt.disputes) {
+		out = append(out, Dispute{Kind: d.kind, Name: d.name, Confirming: d.confirm, Contradicting: d.contradict,
+			Confirmers: names(d.confirmers), Contradictors: names(d.contradicts)})
+	}
+	slices.SortFunc(out, func(a, b Dispute) int {
+		return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name))
+	})
+	return out
 }
 
 // pass is one localize: the round, and what each stage found for the

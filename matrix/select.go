@@ -104,6 +104,9 @@ type selector struct {
 
 	// line is one hypothesis's 1-D problem with the others held.
 	line line
+
+	// disputes are the chosen links the sources' word refused (dispute).
+	disputes []disputed
 }
 
 // hypo is one hypothesis: a device, a host's own links, or a link.

@@ -118,6 +118,25 @@ func tierSuspects(r *round, rt *rackTallies, th *Thresholds, rackOf func(int32) 
 			// its hosts, what lies under both is its ToR.
 			return append(out, rt.tor(r, th, q, fmt.Sprintf("the paths in and out of it lose %.2g, the others %.2g, and the paths within it %.2g: its ToR", touch[q].ratio(), tally{sent: all.sent - touch[q].sent, lost: all.lost - touch[q].lost}.ratio(), rt.in[q].ratio())))
 		}
+		// A round trip in or out of the rack crosses its uplinks both
+		// ways, so a fault in them makes the pairs its agents report
+		// (out) and those others report into it (in) lose alike. One
+		// side far cleaner is the word of the agents on the other:
+		// agents in the rack claiming loss on their own flows alone.
+		var in, outs tally
+		for pi := range r.pairs {
+			if sq, dq := rt.racks(pi); sq >= 0 && crossQ(q)(sq, dq) {
+				if sq == q {
+					outs.add(&r.pairs[pi])
+				} else {
+					in.add(&r.pairs[pi])
+				}
+			}
+		}
+		if lossy, ok := lopsided(th, in, outs); ok {
+			rt.disputes = append(rt.disputes, rt.sides(r, th, q, crossQ(q), lossy))
+			return out
+		}
 		c := rt.tier(th, "uplinks of "+rt.names[q], touch[q], fmt.Sprintf("the paths in and out of %s lose, its in-rack paths and the other racks' paths do not: the links between its ToR and the tier above", rt.names[q]))
 		bySickFlows(th, &c, touch[q], touchF[q])
 		c.pairs = slices.DeleteFunc(pairs, func(pi int32) bool {
@@ -184,6 +203,8 @@ type rackTallies struct {
 	pairFlows []flowTally
 	limits    sickLimits
 	cross     []int32 // tierSuspects' scratch: the cross-rack pairs
+	// disputes are the racks' uplinks the sources refused this round.
+	disputes []disputed
 }
 
 // flowTally counts flows, and those of them that are sick, with the
@@ -319,7 +340,7 @@ func (rt *rackTallies) racks(pi int) (int, int) {
 // tally fills rt from r's pairs, reusing its storage: a round at 5,000
 // nodes has some 800,000 pairs.
 func (rt *rackTallies) tally(r *round, th *Thresholds, rackOf func(int32) string, excluded map[int32]bool) {
-	rt.names = rt.names[:0]
+	rt.names, rt.disputes = rt.names[:0], nil
 	rt.pairRack = resize(rt.pairRack, len(r.pairs))
 	idx := map[string]int32{}
 	rackIdx := func(d int32) int32 {
@@ -403,6 +424,64 @@ func (rt *rackTallies) spreadOverHosts(r *round, take func(sq, dq int) bool) boo
 		}
 	}
 	return true
+}
+
+// lopsided reports whether one of in and out loses significantly and
+// the other less than a quarter of its rate (p < sqrt(Alpha)), and which
+// loses: true for out.
+func lopsided(th *Thresholds, in, out tally) (lossyOut, ok bool) {
+	one := func(x, y tally) bool {
+		return th.isSignificant(x) && y.sent > 0 &&
+			lowerTail(float64(y.lost), float64(y.sent), max(x.ratio()/4, th.Healthy)) < math.Sqrt(th.Alpha)
+	}
+	if one(out, in) {
+		return true, true
+	}
+	return false, one(in, out)
+}
+
+// sides is the dispute of rack q's uplinks: the agents on the lossy side
+// (its own, out of it; else the others', into it) whose pairs lose
+// significantly confirm, the agents of the clean side contradict.
+func (rt *rackTallies) sides(r *round, th *Thresholds, q int, take func(sq, dq int) bool, lossyOut bool) disputed {
+	d := disputed{kind: KindTier, name: "uplinks of " + rt.names[q]}
+	type side struct {
+		t      tally
+		inside bool
+	}
+	per := map[int32]*side{}
+	var order []int32
+	for pi := range r.pairs {
+		sq, dq := rt.racks(pi)
+		if sq < 0 || !take(sq, dq) {
+			continue
+		}
+		p := &r.pairs[pi]
+		x := per[p.src]
+		if x == nil {
+			x = &side{inside: sq == q}
+			per[p.src] = x
+			order = append(order, p.src)
+		}
+		x.t.add(p)
+	}
+	slices.Sort(order)
+	for _, src := range order {
+		x := per[src]
+		switch {
+		case x.inside == lossyOut && th.isSignificant(x.t):
+			d.confirm++
+			if len(d.confirmers) < maxDisputeNames {
+				d.confirmers = append(d.confirmers, src)
+			}
+		case x.inside != lossyOut:
+			d.contradict++
+			if len(d.contradicts) < maxDisputeNames {
+				d.contradicts = append(d.contradicts, src)
+			}
+		}
+	}
+	return d
 }
 
 // spread reports whether part holds at most 3/4 of all's lost probes.

@@ -23,6 +23,7 @@ type (
 	FlowSuspect  = api.FlowSuspect
 	FlowsVerdict = api.FlowsVerdict
 	Unlocated    = api.Unlocated
+	Dispute      = api.Dispute
 )
 
 // The suspect kinds, agent states and fabric roles, api's.
