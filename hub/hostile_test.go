@@ -394,3 +394,36 @@ func TestReportsTakeDiscoverysWord(t *testing.T) {
 		t.Errorf("static mode: cells %+v, want the report's own 2", g)
 	}
 }
+
+// TestDisputedExported: what the matrix refused on its sources' word is a
+// series of its own, never prober_suspect.
+func TestDisputedExported(t *testing.T) {
+	h := newTestHub(t, []string{"http://192.0.2.1:9808"}, "rack")
+	h.mu.Lock()
+	h.diag = api.Diagnosis{Suspects: []api.Suspect{}, Disputed: []api.Dispute{
+		{Kind: api.KindLink, Name: "tor1->spine2", Confirming: 2, Contradicting: 3, Confirmers: []string{"n11", "n12"}},
+	}}
+	h.mu.Unlock()
+	mfs, err := h.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "prober_suspect":
+			t.Errorf("a disputed link exported as a suspect: %v", mf)
+		case "prober_disputed":
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				found = labels["kind"] == "link" && labels["name"] == "tor1->spine2" && m.GetGauge().GetValue() == 2
+			}
+		}
+	}
+	if !found {
+		t.Error("prober_disputed{kind=link,name=tor1->spine2} 2 not exported")
+	}
+}

@@ -311,6 +311,16 @@ func (h *Hub) logChanges(prev, cur matrix.Diagnosis) {
 		kind, name, _ := strings.Cut(k, "/")
 		h.log.Info("suspect cleared", "kind", kind, "name", name)
 	}
+	disputed := map[string]bool{}
+	for _, d := range prev.Disputed {
+		disputed[d.Kind+"/"+d.Name+"/"+d.Family] = true
+	}
+	for _, d := range cur.Disputed {
+		if !disputed[d.Kind+"/"+d.Name+"/"+d.Family] {
+			h.log.Warn("disputed: a minority of the agents crossing it blame it", "kind", d.Kind, "name", d.Name, "family", d.Family,
+				"confirming", d.Confirming, "contradicting", d.Contradicting, "confirmers", d.Confirmers)
+		}
+	}
 }
 
 // fetch pulls the agent at base; name is the agent discovery found

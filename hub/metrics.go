@@ -67,6 +67,9 @@ func newHubMetrics(reg prometheus.Registerer, h *Hub) *hubMetrics {
 		suspectLoss: prometheus.NewDesc("prober_suspect_estimated_loss_ratio",
 			"The loss ratio a suspect itself is estimated to cause.",
 			[]string{"kind", "name", "family"}, nil),
+		disputed: prometheus.NewDesc("prober_disputed",
+			"A link or rack's uplinks the matrix would have named but refused: fewer of the agents whose flows cross it blame it than see it clean (a lying or broken agent). The value is the agents that blame it.",
+			[]string{"kind", "name", "family"}, nil),
 		agents: prometheus.NewDesc("prober_matrix_agents",
 			"Configured agents by the state of their latest pull: reporting or missing.",
 			[]string{"state"}, nil),
@@ -77,12 +80,12 @@ func newHubMetrics(reg prometheus.Registerer, h *Hub) *hubMetrics {
 // snapshotCollector exports the latest snapshot and diagnosis as const
 // metrics: the series follow the matrix, with no stale series to delete.
 type snapshotCollector struct {
-	h                                                      *Hub
-	loss, sent, notAnswering, suspect, suspectLoss, agents *prometheus.Desc
+	h                                                                *Hub
+	loss, sent, notAnswering, suspect, suspectLoss, disputed, agents *prometheus.Desc
 }
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.loss, c.sent, c.notAnswering, c.suspect, c.suspectLoss, c.agents} {
+	for _, d := range []*prometheus.Desc{c.loss, c.sent, c.notAnswering, c.suspect, c.suspectLoss, c.disputed, c.agents} {
 		ch <- d
 	}
 }
@@ -107,6 +110,14 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		seen[k] = true
 		ch <- prometheus.MustNewConstMetric(c.suspect, prometheus.GaugeValue, s.Score, s.Kind, s.Name, s.Family)
 		ch <- prometheus.MustNewConstMetric(c.suspectLoss, prometheus.GaugeValue, s.EstimatedLoss, s.Kind, s.Name, s.Family)
+	}
+	for _, d := range h.diag.Disputed {
+		k := [3]string{"disputed/" + d.Kind, d.Name, d.Family}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		ch <- prometheus.MustNewConstMetric(c.disputed, prometheus.GaugeValue, float64(d.Confirming), d.Kind, d.Name, d.Family)
 	}
 	var reporting, missing float64
 	for _, u := range h.agents {
