@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -148,6 +149,24 @@ func TestPageViews(t *testing.T) {
 	}
 	if code, _ := do(t, "GET", base+api.FabricCellsPath, nil); code != http.StatusBadRequest {
 		t.Errorf("cells without a device: %d, want 400", code)
+	}
+	// Only the round's fabric, and at most maxCrossings computations a
+	// round: a client asking for a new name each time held the hub's lock.
+	if code, _ := do(t, "GET", base+api.FabricCellsPath+"?device=spine9", nil); code != http.StatusNotFound {
+		t.Errorf("cells of a device the fabric does not have: %d, want 404", code)
+	}
+	for i := range maxCrossings {
+		h.cross.keep(h.gen.Load(), fmt.Sprintf("filler%d", i), []byte("{}"))
+	}
+	if code, _ := do(t, "GET", base+api.FabricCellsPath+"?device=tor1", nil); code != http.StatusServiceUnavailable {
+		t.Errorf("cells of a new device once the round's budget is spent: %d, want 503", code)
+	}
+	if code, _ := do(t, "GET", base+api.FabricCellsPath+"?device=spine2", nil); code != http.StatusOK {
+		t.Errorf("cached cells once the round's budget is spent: %d, want 200", code)
+	}
+	h.Round(context.Background())
+	if code, _ := do(t, "GET", base+api.FabricCellsPath+"?device=tor1", nil); code != http.StatusOK {
+		t.Errorf("cells of tor1 the next round: %d, want 200", code)
 	}
 	var hist History
 	getJSON(t, base+api.HistoryPath, &hist)
