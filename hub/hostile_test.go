@@ -335,19 +335,29 @@ func TestHostNames(t *testing.T) {
 	srv := httptest.NewServer(h.srv.Handler)
 	t.Cleanup(srv.Close)
 	for _, tc := range []struct {
-		method, path, host string
-		want               int
+		method, path, host, origin string
+		want                       int
 	}{
-		{"GET", "/", "rebind.attacker.example", http.StatusMisdirectedRequest},
-		{"GET", api.MatrixPath, "rebind.attacker.example:80", http.StatusMisdirectedRequest},
-		{"POST", api.TracePath, "rebind.attacker.example", http.StatusMisdirectedRequest},
-		{"GET", "/", "", http.StatusOK}, // the server's own address
-		{"GET", "/", "localhost", http.StatusOK},
+		{"GET", "/", "rebind.attacker.example", "", http.StatusMisdirectedRequest},
+		{"GET", api.MatrixPath, "rebind.attacker.example:80", "", http.StatusMisdirectedRequest},
+		{"POST", api.TracePath, "rebind.attacker.example", "", http.StatusMisdirectedRequest},
+		{"GET", "/", "", "", http.StatusOK}, // the server's own address
+		{"GET", "/", "localhost", "", http.StatusOK},
+		// A state-changing request from another site's page is refused by
+		// its Origin; a read is not (the browser keeps its answer from
+		// the page anyway).
+		{"POST", api.TracePath, "localhost", "http://attacker.example", http.StatusForbidden},
+		{"POST", api.TracePath, "localhost", "null", http.StatusForbidden},
+		{"POST", api.TracePath, "localhost", "http://localhost:8080", http.StatusBadRequest}, // past the guard: no cell asked
+		{"GET", api.MatrixPath, "localhost", "http://attacker.example", http.StatusOK},
 	} {
 		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
 		req.Header.Set(api.TraceHeader, "1")
 		if tc.host != "" {
 			req.Host = tc.host
+		}
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -355,7 +365,7 @@ func TestHostNames(t *testing.T) {
 		}
 		resp.Body.Close()
 		if resp.StatusCode != tc.want {
-			t.Errorf("%s %s with Host %q: %s, want %d", tc.method, tc.path, tc.host, resp.Status, tc.want)
+			t.Errorf("%s %s with Host %q, Origin %q: %s, want %d", tc.method, tc.path, tc.host, tc.origin, resp.Status, tc.want)
 		}
 	}
 }

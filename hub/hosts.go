@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 
 	"github.com/netprober/prober/config"
@@ -72,12 +73,23 @@ func (h hostNames) allowed(hostport string) bool {
 	return false
 }
 
-// check refuses a request whose Host is not one of the matrix's names.
+// check refuses a request whose Host is not one of the matrix's names,
+// and a state-changing one (not GET or HEAD) whose Origin, when sent,
+// is not one of them either: a page elsewhere may post to the matrix
+// through an operator's browser, and the trace header is all that stops
+// it otherwise.
 func (h hostNames) check(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !h.allowed(r.Host) {
 			http.Error(w, fmt.Sprintf("Host %.100q is not a name of this matrix: add it to the matrix's hosts: (a guard against DNS rebinding)", r.Host), http.StatusMisdirectedRequest)
 			return
+		}
+		if o := r.Header.Get("Origin"); o != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			u, err := url.Parse(o)
+			if err != nil || u.Host == "" || !h.allowed(u.Host) {
+				http.Error(w, fmt.Sprintf("Origin %.100q is not a page of this matrix: a %s from another site is refused", o, r.Method), http.StatusForbidden)
+				return
+			}
 		}
 		next.ServeHTTP(w, r)
 	})
