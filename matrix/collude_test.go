@@ -5,52 +5,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/matrix/matrixsim"
 )
-
-// collude makes the named agents lose ratio of every flow pick chooses,
-// as agents that replay their real paths and claim loss on some alone
-// would, to frame what those flows cross.
-func collude(obs []api.Observations, ratio float64, pick func(api.Target, api.Flow) bool, liars ...string) {
-	for i := range obs {
-		if !slices.Contains(liars, obs[i].Agent.Name) {
-			continue
-		}
-		for ti := range obs[i].Targets {
-			t := &obs[i].Targets[ti]
-			for pi := range t.Protocols {
-				p := &t.Protocols[pi]
-				var sent, lost uint64
-				for fi := range p.Flows {
-					f := &p.Flows[fi]
-					if pick(*t, *f) {
-						f.Lost = uint64(float64(f.Sent) * ratio)
-						f.LossRatio = float64(f.Lost) / float64(max(f.Sent, 1))
-					}
-					sent, lost = sent+f.Sent, lost+f.Lost
-				}
-				if len(p.Flows) > 0 {
-					p.Sent, p.Lost, p.LossRatio = sent, lost, float64(lost)/float64(max(sent, 1))
-				}
-			}
-		}
-	}
-}
-
-// through picks the flows whose traced path crosses device dev.
-func through(hops map[string]string, dev string) func(api.Target, api.Flow) bool {
-	return func(_ api.Target, f api.Flow) bool {
-		return f.Path != nil && slices.ContainsFunc(f.Path.Hops, func(h string) bool { return hops[h] == dev })
-	}
-}
-
-// outOf picks a third of the flows to targets outside rack, as liars on a
-// silent fabric would, who see no spine to pick by.
-func outOf(rack string) func(api.Target, api.Flow) bool {
-	return func(t api.Target, f api.Flow) bool { return t.Labels["rack"] != rack && f.SourcePort%3 == 1 }
-}
 
 // TestCollusionFramesNoLink (issue 30): agents that replay their real
 // traced paths and claim loss on exactly the flows through one spine, as
@@ -82,11 +39,11 @@ func TestCollusionFramesNoLink(t *testing.T) {
 			for n := range c.liars {
 				liars = append(liars, fab.NodeName(0, n))
 			}
-			pick := through(fab.Hops(), matrixsim.SpineName(1))
+			pick := matrixsim.Through(fab.Hops(), matrixsim.SpineName(1))
 			if c.silent {
-				pick = outOf(fab.RackName(0))
+				pick = matrixsim.OutOf(fab.RackName(0))
 			}
-			collude(obs, 0.3, pick, liars...)
+			matrixsim.Collude(obs, 0.3, pick, liars...)
 			d := diagnose(t, fab.Hops(), obs)
 			l := d.Listed()
 			at := fmt.Sprintf("%d liars of %d, silent %v, seed %d", c.liars, c.nodes, c.silent, seed)

@@ -124,6 +124,24 @@ func TestHostileMatrix(t *testing.T) {
 		}
 		runs = append(runs, attack{name: tc.name, m: m})
 	}
+	// An insider: an agent itself, its real report with 30 % lost of the
+	// flows its traces show through spine2, to frame its ToR's link
+	// there; one of its rack's three, on a fabric whose agents send
+	// enough probes to tell (the fabric above gives each source 32 probes
+	// over the link: a likelihood ratio of e^6.8 for the liar alone, short
+	// of log(1/Alpha)).
+	inside, err := matrixsim.New(matrixsim.Config{Racks: 3, NodesPerRack: 3, Spines: 2, FlowsPerTarget: 4, ProbesPerFlow: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	team := inside.Observations(matrixsim.Fault{}, 1)
+	matrixsim.Collude(team, 0.3, matrixsim.Through(inside.Hops(), matrixsim.SpineName(1)), team[0].Agent.Name)
+	var teamURLs []string
+	for _, obs := range team {
+		teamURLs = append(teamURLs, serveReport(t, func() api.Observations { return obs }))
+	}
+	runs = append(runs, attack{name: "an insider: its own flows through spine2 lost", m: startMatrix(t, inside.Hops(), teamURLs)})
+
 	// Every attack at once, each against its own matrix: the two
 	// minutes in two minutes, whatever -parallel says.
 	var wg sync.WaitGroup
