@@ -202,9 +202,22 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 	if a.paths, err = newPaths(a); err != nil {
 		return nil, err
 	}
-	if a.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	var lns []net.Listener
+	for _, addr := range listenAddrs(cfg) {
+		if ap, err := netip.ParseAddrPort(addr); err == nil && ap.Port() == 0 && len(lns) > 0 {
+			// Port 0 (tests): every address on the port the first got.
+			addr = netip.AddrPortFrom(ap.Addr(), uint16(lns[0].Addr().(*net.TCPAddr).Port)).String()
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("listen %s: %w", addr, err)
+		}
+		lns = append(lns, ln)
 	}
+	a.ln = httpguard.Merge(lns...)
 	lim := serverLimits()
 	lim.QuietNew = max(lim.QuietNew, 3*p.Interval.D()) // peers' PINGs keep their connections
 	lim.Quiet = max(lim.Quiet, 3*p.Interval.D())
@@ -214,6 +227,25 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// listenAddrs are where the agent listens: the listen address, except for
+// a node agent in a cluster whose listen address is unspecified: under
+// hostNetwork that is every interface of the node (a CNI's gateway, a
+// public NIC), where no NetworkPolicy reaches, so it binds its node's own
+// addresses (its sources, the downward API's status.podIPs) and loopback
+// (kubectl port-forward) on that port instead.
+func listenAddrs(cfg *config.Agent) []string {
+	ap, err := netip.ParseAddrPort(cfg.Listen)
+	srcs, serr := config.ParseSources(cfg.Source)
+	if err != nil || !ap.Addr().IsUnspecified() || cfg.Class != config.ClassNode || !cfg.KubernetesDiscovery() || serr != nil || len(srcs) == 0 {
+		return []string{cfg.Listen}
+	}
+	var out []string
+	for _, a := range srcs {
+		out = append(out, netip.AddrPortFrom(a, ap.Port()).String())
+	}
+	return append(out, netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), ap.Port()).String())
 }
 
 // Registry is the agent's own metrics registry.
