@@ -67,4 +67,3 @@ func TestNodeAgentBindsItsNode(t *testing.T) {
 		t.Error("the agent answers on 127.0.0.4, an address of no source")
 	}
 }
-
