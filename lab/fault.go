@@ -47,10 +47,17 @@ const (
 	// pod behind the node: a server's socket, or a filter on its port,
 	// that loses what reaches one service).
 	FaultPortLoss = "port-loss"
+	// FaultMTUBlackhole drops every packet longer than MTU bytes that From
+	// forwards to To (both directions with Both) and tells no sender: a
+	// link of a smaller MTU whose router's "fragmentation needed" / "packet
+	// too big" never arrives (filtered, or a device that drops oversize
+	// frames). Small packets pass; DF-set large ones vanish: a path MTU
+	// black hole.
+	FaultMTUBlackhole = "mtu-blackhole"
 )
 
 // FaultKinds lists every kind, in the order the CLI documents them.
-var FaultKinds = []string{FaultDeviceLoss, FaultLinkLoss, FaultBlackhole, FaultLBForget, FaultLBLoss, FaultPodNodeLoss, FaultHostNIC, FaultPartition, FaultPortLoss}
+var FaultKinds = []string{FaultDeviceLoss, FaultLinkLoss, FaultBlackhole, FaultLBForget, FaultLBLoss, FaultPodNodeLoss, FaultHostNIC, FaultPartition, FaultPortLoss, FaultMTUBlackhole}
 
 // Fault is one injected failure. Only the fields its Kind uses may be set.
 type Fault struct {
@@ -67,6 +74,7 @@ type Fault struct {
 	Proto    string `json:"proto,omitempty"`    // port-loss: udp or tcp
 	Port     int    `json:"port,omitempty"`     // port-loss: the destination port, 1..65535
 	Addr     string `json:"addr,omitempty"`     // port-loss: only packets to this address
+	MTU      int    `json:"mtu,omitempty"`      // mtu-blackhole: the largest packet that passes, 68..9000 bytes
 	// Family restricts any kind to one IP family, FamilyIPv4 or
 	// FamilyIPv6 ("spine2 drops 10% of IPv6 only": a broken IPv6 ECMP
 	// hash or ACL); "" breaks both, IPv6 only on a fabric with it.
@@ -93,6 +101,7 @@ func (ft Fault) String() string {
 	add("proto", ft.Proto, ft.Proto != "")
 	add("port", ft.Port, ft.Port != 0)
 	add("addr", ft.Addr, ft.Addr != "")
+	add("mtu", ft.MTU, ft.MTU != 0)
 	add("family", ft.Family, ft.Family != "")
 	return b.String()
 }
@@ -124,7 +133,7 @@ func (f *Fabric) Check(ft Fault) error {
 	case FaultDeviceLoss:
 		router("device", ft.Device, routerKinds()...)
 		permille()
-	case FaultLinkLoss:
+	case FaultLinkLoss, FaultMTUBlackhole:
 		router("from", ft.From, routerKinds()...)
 		router("to", ft.To, routerKinds()...)
 		need("both")
@@ -133,7 +142,14 @@ func (f *Fabric) Check(ft Fault) error {
 				bad("to: %s has no link to %s (links are spine-tor and spine-lb, in three tiers agg-tor, super-agg and super-lb; for a host's link use %s)", ft.From, ft.To, FaultHostNIC)
 			}
 		}
-		permille()
+		if ft.Kind == FaultLinkLoss {
+			permille()
+			break
+		}
+		need("mtu")
+		if ft.MTU < 68 || ft.MTU > 9000 {
+			bad("mtu: %d not in 68..9000 bytes (IPv6 needs 1280 at least)", ft.MTU)
+		}
 	case FaultBlackhole:
 		router("device", ft.Device, routerKinds()...)
 		need("mod")
@@ -208,9 +224,9 @@ func (f *Fabric) Check(ft Fault) error {
 			"device": ft.Device != "", "from": ft.From != "", "to": ft.To != "", "both": ft.Both,
 			"host": ft.Host != "", "rack": ft.Rack != "", "zone": ft.Zone != "",
 			"permille": ft.Permille != 0, "mod": ft.Mod != 0,
-			"proto": ft.Proto != "", "port": ft.Port != 0, "addr": ft.Addr != "",
+			"proto": ft.Proto != "", "port": ft.Port != 0, "addr": ft.Addr != "", "mtu": ft.MTU != 0,
 		}
-		for _, k := range []string{"device", "from", "to", "both", "host", "rack", "zone", "permille", "mod", "proto", "port", "addr"} {
+		for _, k := range []string{"device", "from", "to", "both", "host", "rack", "zone", "permille", "mod", "proto", "port", "addr", "mtu"} {
 			if set[k] && !uses[k] {
 				bad("%s: not used by %s", k, ft.Kind)
 			}

@@ -39,6 +39,14 @@ func (f *Fabric) Inject(ctx context.Context, ft Fault) error {
 		if err == nil && ft.Both {
 			err = d.install(ns(ft.To), ft.Kind, hookRules{forward: d.random(oifIs(ft.From))})
 		}
+	case FaultMTUBlackhole:
+		drop := func(to string) [][]expr.Any {
+			return [][]expr.Any{rule(d.only, oifIs(to), longerThan(ft.MTU), []expr.Any{verdictDrop()})}
+		}
+		err = d.install(ns(ft.From), ft.Kind, hookRules{forward: drop(ft.To)})
+		if err == nil && ft.Both {
+			err = d.install(ns(ft.To), ft.Kind, hookRules{forward: drop(ft.From)})
+		}
 	case FaultBlackhole:
 		var rules [][]expr.Any
 		for _, fam := range d.fams {

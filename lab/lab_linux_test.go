@@ -238,6 +238,29 @@ func TestFabric(t *testing.T) {
 		}
 	})
 
+	t.Run("mtu black hole", func(t *testing.T) {
+		// Every uplink of tor1 passes 1,200 bytes: small echoes and those
+		// under the MTU reach n21, a 1,400-byte one (DF set) vanishes,
+		// and no "fragmentation needed" tells the sender (it would retry
+		// smaller and pass). Clear lets them through again.
+		for _, s := range []string{"spine1", "spine2", "spine3"} {
+			if err := f.Inject(ctx, lab.Fault{Kind: lab.FaultMTUBlackhole, From: "tor1", To: s, MTU: 1200}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, tc := range []struct{ size, want int }{{0, 5}, {1200, 5}, {1400, 0}} {
+			if got := pingSized(t, n11.Namespace, []netip.Addr{n21.Addr}, tc.size, 5, 5*time.Millisecond, 300*time.Millisecond); got[n21.Addr] != tc.want {
+				t.Errorf("mtu-blackhole 1200 on tor1's uplinks, %d-byte echoes n11 -> n21: %d/5 replies, want %d", tc.size, got[n21.Addr], tc.want)
+			}
+		}
+		if err := f.Clear(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := pingSized(t, n11.Namespace, []netip.Addr{n21.Addr}, 1400, 5, 5*time.Millisecond, 300*time.Millisecond); got[n21.Addr] != 5 {
+			t.Errorf("after clear, 1400-byte echoes: %d/5 replies, want 5", got[n21.Addr])
+		}
+	})
+
 	t.Run("partition", func(t *testing.T) {
 		if err := f.Inject(ctx, lab.Fault{Kind: lab.FaultPartition, Zone: "z1"}); err != nil {
 			t.Fatal(err)

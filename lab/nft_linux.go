@@ -88,6 +88,17 @@ func dportIs(port uint16) []expr.Any {
 func oifIs(dev string) []expr.Any { return metaIs(expr.MetaKeyOIFNAME, ifname(dev)) }
 func iifIs(dev string) []expr.Any { return metaIs(expr.MetaKeyIIFNAME, ifname(dev)) }
 
+// meta length > n: the packet's length from its network header, as
+// forward sees it. cmp gt compares bytes (memcmp), so the host-order
+// length is turned to network order first, as for numgen below.
+func longerThan(n int) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyLEN, Register: 1},
+		&expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderHton, Len: 4, Size: 4},
+		&expr.Cmp{Op: expr.CmpOpGt, Register: 1, Data: binaryutil.BigEndian.PutUint32(uint32(n))},
+	}
+}
+
 // numgen random mod 1000 < permille. numgen yields a host-order integer
 // but cmp lt compares bytes (memcmp), so nft converts to network order
 // first; so do we.

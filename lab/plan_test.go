@@ -148,6 +148,8 @@ func TestFaultCheck(t *testing.T) {
 		{"host as device", f, Fault{Kind: FaultDeviceLoss, Device: "n11", Permille: 5}, `device: unknown device "n11" (one of spine1, spine2, spine3, tor1, tor2, tor3, lb)`},
 		{"missing permille", f, Fault{Kind: FaultLBLoss}, "permille: 0 not in 1..1000"},
 		{"link not adjacent", f, Fault{Kind: FaultLinkLoss, From: "spine1", To: "spine2", Permille: 5}, "spine1 has no link to spine2"},
+		{"mtu black hole", f, Fault{Kind: FaultMTUBlackhole, From: "tor1", To: "spine2", MTU: 1200, Both: true}, ""},
+		{"mtu black hole, bad fields", f, Fault{Kind: FaultMTUBlackhole, From: "tor1", To: "tor2", MTU: 40, Permille: 5}, "host-nic)\nmtu: 40 not in 68..9000 bytes (IPv6 needs 1280 at least)\npermille: not used by mtu-blackhole"},
 		{"unknown host", f, Fault{Kind: FaultHostNIC, Host: "n44", Permille: 5}, `host: unknown host "n44"`},
 		{"unknown zone", f, Fault{Kind: FaultPartition, Zone: "z7"}, `zone: unknown zone "z7" (z1..z3)`},
 		{"stray field", f, Fault{Kind: FaultBlackhole, Device: "spine1", Mod: 4, Permille: 3}, "permille: not used by blackhole"},

@@ -53,6 +53,14 @@ func icmpOf(a netip.Addr) icmpFamily {
 // per family, side by side.
 func ping(t *testing.T, ns string, targets []netip.Addr, count int, gap, wait time.Duration) map[netip.Addr]int {
 	t.Helper()
+	return pingSized(t, ns, targets, 0, count, gap, wait)
+}
+
+// pingSized is ping with echoes of size bytes on the wire (IP header
+// included), the kernel's default path MTU discovery setting DF; 0 for
+// small ones.
+func pingSized(t *testing.T, ns string, targets []netip.Addr, size, count int, gap, wait time.Duration) map[netip.Addr]int {
+	t.Helper()
 	byFamily := map[bool][]netip.Addr{}
 	for _, a := range targets {
 		if !lab.LabRange.Contains(a) && !lab.LabRange6.Contains(a) {
@@ -66,7 +74,13 @@ func ping(t *testing.T, ns string, targets []netip.Addr, count int, gap, wait ti
 	var wg sync.WaitGroup
 	for _, family := range byFamily {
 		wg.Go(func() {
-			replies, err := pingFamily(ns, icmpOf(family[0]), family, count, gap, wait)
+			data := []byte("prober-lab")
+			if hdr := 20 + 8; family[0].Is6() && size > 0 {
+				data = make([]byte, max(size-40-8, len(data)))
+			} else if size > 0 {
+				data = make([]byte, max(size-hdr, len(data)))
+			}
+			replies, err := pingFamily(ns, icmpOf(family[0]), family, data, count, gap, wait)
 			mu.Lock()
 			defer mu.Unlock()
 			errs = append(errs, err)
@@ -80,7 +94,7 @@ func ping(t *testing.T, ns string, targets []netip.Addr, count int, gap, wait ti
 	return got
 }
 
-func pingFamily(ns string, fam icmpFamily, targets []netip.Addr, count int, gap, wait time.Duration) (map[netip.Addr]int, error) {
+func pingFamily(ns string, fam icmpFamily, targets []netip.Addr, data []byte, count int, gap, wait time.Duration) (map[netip.Addr]int, error) {
 	var conn *icmp.PacketConn
 	if err := lab.Do(ns, func() (err error) {
 		conn, err = icmp.ListenPacket(fam.ping, fam.any)
@@ -99,7 +113,7 @@ func pingFamily(ns string, fam icmpFamily, targets []netip.Addr, count int, gap,
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		buf := make([]byte, 1500)
+		buf := make([]byte, 9000)
 		for {
 			n, from, err := conn.ReadFrom(buf)
 			if err != nil {
@@ -122,7 +136,7 @@ func pingFamily(ns string, fam icmpFamily, targets []netip.Addr, count int, gap,
 	var err error
 	for i := 0; i < count && err == nil; i++ {
 		for _, a := range targets {
-			msg := icmp.Message{Type: fam.echo, Body: &icmp.Echo{ID: 1, Seq: i, Data: []byte("prober-lab")}}
+			msg := icmp.Message{Type: fam.echo, Body: &icmp.Echo{ID: 1, Seq: i, Data: data}}
 			b, _ := msg.Marshal(nil) // the kernel sums a ping socket's ICMPv6
 			if _, werr := conn.WriteTo(b, &net.UDPAddr{IP: a.AsSlice()}); werr != nil {
 				err = fmt.Errorf("ping %v from %s: %w", a, ns, werr)
