@@ -61,7 +61,12 @@ func lbRule(r *round, th *Thresholds) []candidate {
 	type lb struct {
 		vip, other, beyond tally
 		sources            map[int32]bool
-		blackholed         map[int32]bool
+		// watchers are the sources that hold an established flow through
+		// the VIP (http2_ping), so could see it black-holed; blackholed
+		// those that do. Pod agents reach the API server's VIPs with
+		// tcp_syn only: counted among the watchers, one node agent that
+		// redialled after the fault kept the LB unnamed.
+		watchers, blackholed map[int32]bool
 		backends           map[string]bool
 		addrs              map[string]bool
 		pairs              []int32
@@ -76,13 +81,19 @@ func lbRule(r *round, th *Thresholds) []candidate {
 		}
 		v := lbs[p.dst]
 		if v == nil {
-			v = &lb{sources: map[int32]bool{}, blackholed: map[int32]bool{}, backends: map[string]bool{}, addrs: map[string]bool{}}
+			v = &lb{sources: map[int32]bool{}, watchers: map[int32]bool{}, blackholed: map[int32]bool{}, backends: map[string]bool{}, addrs: map[string]bool{}}
 			lbs[p.dst] = v
 		}
 		v.vip.add(p)
 		v.sources[p.src] = true
 		if t.blackhole {
 			v.blackholed[p.src] = true
+			v.watchers[p.src] = true
+		}
+		for _, pr := range a.protos[t.protoStart:t.protoEnd] {
+			if pr.protocol == api.ProtocolHTTP2Ping {
+				v.watchers[p.src] = true
+			}
 		}
 		for _, b := range a.backends[t.backendStart:t.backendEnd] {
 			v.backends[b] = true
@@ -142,7 +153,7 @@ func lbRule(r *round, th *Thresholds) []candidate {
 			}
 		}
 		worse, conf := th.clearlyWorse(v.vip, v.other)
-		bh := len(v.blackholed) >= 2 && 2*len(v.blackholed) >= len(v.sources)
+		bh := len(v.blackholed) >= 2 && 2*len(v.blackholed) >= len(v.watchers)
 		if !worse && !bh {
 			continue
 		}
@@ -157,12 +168,12 @@ func lbRule(r *round, th *Thresholds) []candidate {
 			c.excess = float64(v.vip.lost) - th.Healthy*float64(v.vip.sent)
 			c.Evidence.Detail = fmt.Sprintf("VIP paths lose %.2g while the %s lose %.2g", v.vip.ratio(), what, v.other.ratio())
 		} else {
-			share := float64(len(v.blackholed)) / float64(len(v.sources))
+			share := float64(len(v.blackholed)) / float64(len(v.watchers))
 			c.conf = share
 			c.EstimatedLoss = 1 // of established flows
 			// Weigh it like a loss of every established-flow probe.
 			c.excess = max(float64(v.vip.sent), 1) * share
-			c.Evidence.Detail = fmt.Sprintf("%d of %d sources see established flows black-holed while new flows pass", len(v.blackholed), len(v.sources))
+			c.Evidence.Detail = fmt.Sprintf("%d of the %d sources holding established flows through it see them black-holed while new flows pass", len(v.blackholed), len(v.watchers))
 		}
 		for _, pi := range v.pairs {
 			p := &r.pairs[pi]
