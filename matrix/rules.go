@@ -67,9 +67,9 @@ func lbRule(r *round, th *Thresholds) []candidate {
 		// tcp_syn only: counted among the watchers, one node agent that
 		// redialled after the fault kept the LB unnamed.
 		watchers, blackholed map[int32]bool
-		backends           map[string]bool
-		addrs              map[string]bool
-		pairs              []int32
+		backends             map[string]bool
+		addrs                map[string]bool
+		pairs                []int32
 	}
 	lbs := map[int32]*lb{}
 	for pi := range r.pairs {
