@@ -54,10 +54,16 @@ const (
 	// frames). Small packets pass; DF-set large ones vanish: a path MTU
 	// black hole.
 	FaultMTUBlackhole = "mtu-blackhole"
+	// FaultMTU lowers the MTU of the link between From and To, both ends,
+	// to MTU: routers send "fragmentation needed" / "packet too big" for
+	// what does not fit, so path MTU discovery works. A smaller MTU that
+	// signals, which no prober should alarm on; Clear restores the
+	// lab's 1,500.
+	FaultMTU = "mtu"
 )
 
 // FaultKinds lists every kind, in the order the CLI documents them.
-var FaultKinds = []string{FaultDeviceLoss, FaultLinkLoss, FaultBlackhole, FaultLBForget, FaultLBLoss, FaultPodNodeLoss, FaultHostNIC, FaultPartition, FaultPortLoss, FaultMTUBlackhole}
+var FaultKinds = []string{FaultDeviceLoss, FaultLinkLoss, FaultBlackhole, FaultLBForget, FaultLBLoss, FaultPodNodeLoss, FaultHostNIC, FaultPartition, FaultPortLoss, FaultMTUBlackhole, FaultMTU}
 
 // Fault is one injected failure. Only the fields its Kind uses may be set.
 type Fault struct {
@@ -74,7 +80,7 @@ type Fault struct {
 	Proto    string `json:"proto,omitempty"`    // port-loss: udp or tcp
 	Port     int    `json:"port,omitempty"`     // port-loss: the destination port, 1..65535
 	Addr     string `json:"addr,omitempty"`     // port-loss: only packets to this address
-	MTU      int    `json:"mtu,omitempty"`      // mtu-blackhole: the largest packet that passes, 68..9000 bytes
+	MTU      int    `json:"mtu,omitempty"`      // mtu-blackhole, mtu: the largest packet that passes, in bytes
 	// Family restricts any kind to one IP family, FamilyIPv4 or
 	// FamilyIPv6 ("spine2 drops 10% of IPv6 only": a broken IPv6 ECMP
 	// hash or ACL); "" breaks both, IPv6 only on a fabric with it.
@@ -133,7 +139,7 @@ func (f *Fabric) Check(ft Fault) error {
 	case FaultDeviceLoss:
 		router("device", ft.Device, routerKinds()...)
 		permille()
-	case FaultLinkLoss, FaultMTUBlackhole:
+	case FaultLinkLoss, FaultMTUBlackhole, FaultMTU:
 		router("from", ft.From, routerKinds()...)
 		router("to", ft.To, routerKinds()...)
 		need("both")
@@ -147,8 +153,18 @@ func (f *Fabric) Check(ft Fault) error {
 			break
 		}
 		need("mtu")
-		if ft.MTU < 68 || ft.MTU > 9000 {
+		switch {
+		case ft.Kind == FaultMTUBlackhole && (ft.MTU < 68 || ft.MTU > 9000):
 			bad("mtu: %d not in 68..9000 bytes (IPv6 needs 1280 at least)", ft.MTU)
+		case ft.Kind == FaultMTU && (ft.MTU < 68 || ft.MTU >= LinkMTU):
+			bad("mtu: %d not in 68..%d bytes: below the lab's links' %d", ft.MTU, LinkMTU-1, LinkMTU)
+		case ft.Kind == FaultMTU && f.Spec.IPv6 && ft.MTU < 1280:
+			// Linux drops an interface's IPv6 addresses below 1280, and
+			// restoring the MTU does not bring them back.
+			bad("mtu: %d below IPv6's 1280 on a lab with IPv6", ft.MTU)
+		}
+		if ft.Kind == FaultMTU {
+			delete(uses, "both") // always both ends: a link has one MTU
 		}
 	case FaultBlackhole:
 		router("device", ft.Device, routerKinds()...)

@@ -10,6 +10,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // faultTable holds every fault in a namespace; Clear deletes it.
@@ -46,6 +48,11 @@ func (f *Fabric) Inject(ctx context.Context, ft Fault) error {
 		err = d.install(ns(ft.From), ft.Kind, hookRules{forward: drop(ft.To)})
 		if err == nil && ft.Both {
 			err = d.install(ns(ft.To), ft.Kind, hookRules{forward: drop(ft.From)})
+		}
+	case FaultMTU:
+		err = setMTU(ns(ft.From), ft.MTU, ft.To)
+		if err == nil {
+			err = setMTU(ns(ft.To), ft.MTU, ft.From)
 		}
 	case FaultBlackhole:
 		var rules [][]expr.Any
@@ -300,9 +307,54 @@ func (f *Fabric) Clear(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	// An mtu fault's links back at LinkMTU: the routers' links are never
+	// set otherwise.
+	for _, r := range f.Routers {
+		ns := nsName(f.Spec.Prefix, r.Name)
+		var links []string
+		for _, i := range r.Interfaces {
+			if _, ok := f.Router(i.Peer); ok {
+				links = append(links, i.Name)
+			}
+		}
+		if len(links) == 0 || !slices.Contains(names, ns) {
+			continue
+		}
+		if err := setMTU(ns, LinkMTU, links...); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("lab %s: clear: %w", f.Spec.Prefix, err)
 	}
 	f.logger.Info("lab faults cleared", "prefix", f.Spec.Prefix)
+	return nil
+}
+
+// setMTU sets the MTU of interfaces devs in namespace ns; one already at
+// mtu is left alone.
+func setMTU(ns string, mtu int, devs ...string) error {
+	fd, err := netns.GetFromName(ns)
+	if err != nil {
+		return fmt.Errorf("netns %s: %w", ns, err)
+	}
+	defer fd.Close()
+	h, err := netlink.NewHandleAt(fd)
+	if err != nil {
+		return fmt.Errorf("netns %s: netlink: %w", ns, err)
+	}
+	defer h.Close()
+	for _, dev := range devs {
+		l, err := h.LinkByName(dev)
+		if err != nil {
+			return fmt.Errorf("netns %s: %s: %w", ns, dev, err)
+		}
+		if l.Attrs().MTU == mtu {
+			continue
+		}
+		if err := h.LinkSetMTU(l, mtu); err != nil {
+			return fmt.Errorf("netns %s: %s mtu %d: %w", ns, dev, mtu, err)
+		}
+	}
 	return nil
 }

@@ -261,6 +261,47 @@ func TestFabric(t *testing.T) {
 		}
 	})
 
+	t.Run("mtu signals", func(t *testing.T) {
+		// Every link of tor1 to a spine at 1,200 bytes, both ends, the
+		// routers telling senders: the first 1,400-byte echo dies with a
+		// "fragmentation needed" that n11 learns the path MTU from, and
+		// the later ones pass, fragmented (as n21's replies do once it
+		// learns too). Clear restores the links' MTU.
+		for _, s := range []string{"spine1", "spine2", "spine3"} {
+			if err := f.Inject(ctx, lab.Fault{Kind: lab.FaultMTU, From: "tor1", To: s, MTU: 1200}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := pingSized(t, n11.Namespace, []netip.Addr{n21.Addr}, 1400, 5, 100*time.Millisecond, 300*time.Millisecond); got[n21.Addr] < 3 {
+			t.Errorf("mtu 1200 on tor1's uplinks, 1400-byte echoes n11 -> n21: %d/5 replies, want 3 or more once the path MTU is learnt", got[n21.Addr])
+		}
+		var pmtu int
+		if err := lab.Do(n11.Namespace, func() error {
+			rs, err := netlink.RouteGet(n21.Addr.AsSlice())
+			if err == nil && len(rs) > 0 {
+				pmtu = rs[0].MTU
+			}
+			return err
+		}); err != nil || pmtu != 1200 {
+			t.Errorf("n11's path MTU to n21: %d (%v), want 1200, learnt from the routers' ICMP", pmtu, err)
+		}
+		if err := f.Clear(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tor1, _ := f.Router("tor1")
+		var mtu int
+		lab.Do(tor1.Namespace, func() error {
+			i, err := net.InterfaceByName("spine2")
+			if err == nil {
+				mtu = i.MTU
+			}
+			return err
+		})
+		if mtu != lab.LinkMTU {
+			t.Errorf("after clear, tor1's link to spine2 at MTU %d, want %d", mtu, lab.LinkMTU)
+		}
+	})
+
 	t.Run("partition", func(t *testing.T) {
 		if err := f.Inject(ctx, lab.Fault{Kind: lab.FaultPartition, Zone: "z1"}); err != nil {
 			t.Fatal(err)

@@ -591,6 +591,10 @@ const (
 	OverlayMTU = 1450
 )
 
+// LinkMTU is every link's between routers: the kernel's default, which
+// Clear restores after an mtu fault.
+const LinkMTU = 1500
+
 // overlayMAC is node (r, n)'s overlay device address: locally
 // administered, unique in the lab.
 func overlayMAC(r, n int) net.HardwareAddr {

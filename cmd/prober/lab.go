@@ -162,12 +162,13 @@ func runLabFault(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		"  host-nic    --host n21 --permille 300\n"+
 		"  partition   --zone z1 | --rack r1\n"+
 		"  port-loss   --host n21 --proto udp --port 53 [--addr 198.18.x.y] --permille 200\n"+
-		"  mtu-blackhole --from tor1 --to spine2 --mtu 1200 [--both]", stderr)
+		"  mtu-blackhole --from tor1 --to spine2 --mtu 1200 [--both]\n"+
+		"  mtu         --from tor1 --to spine2 --mtu 1200", stderr)
 	prefix := prefixFlag(fs)
 	var ft lab.Fault
 	fs.StringVar(&ft.Device, "device", "", "router to break: spineN, torN or lb (device-loss, blackhole)")
-	fs.StringVar(&ft.From, "from", "", "sending end of the link (link-loss, mtu-blackhole)")
-	fs.StringVar(&ft.To, "to", "", "receiving end of the link (link-loss, mtu-blackhole)")
+	fs.StringVar(&ft.From, "from", "", "sending end of the link (link-loss, mtu-blackhole, mtu)")
+	fs.StringVar(&ft.To, "to", "", "receiving end of the link (link-loss, mtu-blackhole, mtu)")
 	fs.BoolVar(&ft.Both, "both", false, "break both directions of the link (link-loss, mtu-blackhole)")
 	fs.StringVar(&ft.Host, "host", "", "node or pod whose NIC drops, such as n21 (host-nic); where port-loss drops")
 	fs.StringVar(&ft.Rack, "rack", "", "rack to cut off, such as r1 (partition)")
@@ -178,7 +179,7 @@ func runLabFault(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	fs.StringVar(&ft.Proto, "proto", "", "udp or tcp (port-loss)")
 	fs.IntVar(&ft.Port, "port", 0, "destination port to drop (port-loss)")
 	fs.StringVar(&ft.Addr, "addr", "", "only packets to this address, such as a pod's behind --host (port-loss)")
-	fs.IntVar(&ft.MTU, "mtu", 0, "the largest packet the link passes, in bytes; longer ones vanish, no sender told (mtu-blackhole)")
+	fs.IntVar(&ft.MTU, "mtu", 0, "the largest packet the link passes, in bytes: longer ones vanish, no sender told (mtu-blackhole), or get the routers' fragmentation needed (mtu)")
 	// The kind may come first (`fault device-loss --device spine2`) or
 	// after the lab's flags (`fault --prefix x device-loss ...`).
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
