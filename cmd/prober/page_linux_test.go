@@ -99,7 +99,7 @@ func TestPageInBrowser(t *testing.T) {
 	// inference names it. One pair's flows may all avoid the spine one
 	// way (its replies still cross it), so the test, like an operator,
 	// tries the next reddest cell of another source, up to three.
-	var cells []string
+	var cells [][2]string // source, target
 	b.Eval(`(() => {
 	  const cells = [...document.querySelectorAll("#grid [data-loss]")].filter(e => e.dataset.source !== e.dataset.target && +e.dataset.loss > 0);
 	  cells.sort((x, y) => +y.dataset.loss - +x.dataset.loss);
@@ -107,8 +107,7 @@ func TestPageInBrowser(t *testing.T) {
 	  for (const c of cells) {
 	    if (seen.has(c.dataset.source) || out.length === 3) continue;
 	    seen.add(c.dataset.source);
-	    c.id = "red" + out.length;
-	    out.push(c.dataset.source + " -> " + c.dataset.target + " " + c.dataset.loss);
+	    out.push([c.dataset.source, c.dataset.target]);
 	  }
 	  return out;
 	})()`, &cells)
@@ -116,8 +115,17 @@ func TestPageInBrowser(t *testing.T) {
 		t.Fatal("no lossy cell to click in the main grid")
 	}
 	named := false
-	for i, c := range cells {
-		b.Click(fmt.Sprintf("#red%d", i))
+	for _, st := range cells {
+		// The grid is drawn again every round: the cell is found by its
+		// pair just before the click, not kept from before a trace.
+		c := st[0] + " -> " + st[1]
+		b.Eval(fmt.Sprintf(`(() => {
+		  document.querySelectorAll("#clickme").forEach(e => e.removeAttribute("id"));
+		  const c = [...document.querySelectorAll("#grid [data-loss]")].find(e => e.dataset.source === %q && e.dataset.target === %q);
+		  if (c) c.id = "clickme";
+		  return !!c;
+		})()`, st[0], st[1]), new(bool))
+		b.Click("#clickme")
 		b.WaitUntil(`["done", "error"].includes(document.getElementById("trace").dataset.state)`, 75*time.Second)
 		var state string
 		b.Eval(`document.getElementById("trace").dataset.state`, &state)
