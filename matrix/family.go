@@ -110,6 +110,7 @@ func familyView(agents []*agentState, fam string) []*agentState {
 // fault (its flows crossed the tier where its traces could not see,
 // such as pods' flows through an overlay), not a second one.
 func mergeFamilies(fams []string, byFam [][]Suspect) []Suspect {
+	byFam = breakTies(fams, byFam)
 	named := make([]bool, len(byFam)) // the family's traces name a device or link
 	for i, ss := range byFam {
 		for _, s := range ss {
@@ -168,6 +169,102 @@ func mergeFamilies(fams []string, byFam [][]Suspect) []Suspect {
 	}
 	sortSuspects(out)
 	return out
+}
+
+// breakTies settles a tie one family's data cannot break and another's
+// does: a suspect listed as tied with others in one family, one of whose
+// partners another family lists apart from it (not listed there itself,
+// nor tied), is dropped, and its share of the excess goes to the
+// partners left. One faulty device explains both families' loss; that
+// one family's flows crossed the partners alike (pods' flows over an
+// overlay, whose underlay path no trace shows) says only that it could
+// not tell. The cost: a fault of one family in a partner, beside one of
+// the other family in the named one, is read as the latter alone.
+func breakTies(fams []string, byFam [][]Suspect) [][]Suspect {
+	if len(byFam) < 2 {
+		return byFam
+	}
+	key := func(kind, name string) string { return kind + "/" + name }
+	// alone[j][k]: family j lists k, and the suspects k is tied with.
+	alone := make([]map[string][]Ref, len(byFam))
+	for j, ss := range byFam {
+		alone[j] = map[string][]Ref{}
+		for _, s := range ss {
+			if s.Score >= ListScore {
+				alone[j][key(s.Kind, s.Name)] = s.Evidence.Ties
+			}
+		}
+	}
+	// tells reports a family other than i that lists partner p apart from
+	// s, and the family's name, or "".
+	tells := func(i int, s Suspect, p Ref) string {
+		for j := range byFam {
+			ties, listed := alone[j][key(p.Kind, p.Name)]
+			_, sListed := alone[j][key(s.Kind, s.Name)]
+			if j == i || !listed || sListed || slices.ContainsFunc(ties, func(r Ref) bool { return r.Kind == s.Kind && r.Name == s.Name }) {
+				continue
+			}
+			return fams[j]
+		}
+		return ""
+	}
+	out := make([][]Suspect, len(byFam))
+	for i, ss := range byFam {
+		dropped := map[string]string{} // acquitted suspect: the family that told
+		for _, s := range ss {
+			if s.Score < ListScore {
+				continue
+			}
+			for _, p := range s.Evidence.Ties {
+				if f := tells(i, s, p); f != "" {
+					dropped[key(s.Kind, s.Name)] = f
+					break
+				}
+			}
+		}
+		if len(dropped) == 0 {
+			out[i] = ss
+			continue
+		}
+		kept := make([]Suspect, 0, len(ss))
+		for _, s := range ss {
+			if _, ok := dropped[key(s.Kind, s.Name)]; !ok {
+				kept = append(kept, s)
+			}
+		}
+		for k := range kept {
+			s := &kept[k]
+			var ties []Ref
+			share, told := 0.0, ""
+			for _, p := range s.Evidence.Ties {
+				if f, ok := dropped[key(p.Kind, p.Name)]; ok {
+					share, told = share+scoreOf(ss, p), f
+				} else {
+					ties = append(ties, p)
+				}
+			}
+			if told == "" {
+				continue
+			}
+			// The group split its excess equally, each member scored
+			// on it; what the dropped held goes to those left.
+			s.Score += share / float64(len(ties)+1)
+			s.Evidence.Ties = ties
+			s.Evidence.Detail += "; the " + api.FamilyName(told) + " flows tell them apart"
+		}
+		out[i] = kept
+	}
+	return out
+}
+
+// scoreOf is the score of the suspect r names in ss, or 0.
+func scoreOf(ss []Suspect, r Ref) float64 {
+	for _, s := range ss {
+		if s.Kind == r.Kind && s.Name == r.Name {
+			return s.Score
+		}
+	}
+	return 0
 }
 
 // remember sets each suspect's Since: the first round of the current run

@@ -3,6 +3,7 @@ package matrix_test
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/netprober/prober/api"
@@ -173,6 +174,55 @@ func TestTierExplainedByOtherFamily(t *testing.T) {
 		if len(listed) != 1 || listed[0].Kind != wantKind || listed[0].Name != wantName || listed[0].Family != "" {
 			t.Errorf("%s: listed %v, want %s/%s alone for both families", order, brief(listed), wantKind, wantName)
 		}
+	}
+}
+
+// TestTieBrokenByOtherFamily: a spine drops both families of a
+// dual-stack cluster of TestCluster's shape. Over IPv4 the pods' flows
+// ride a VXLAN overlay, whose underlay spine no trace shows, and in the
+// round drawn the IPv4 data cannot tell the two spines apart: a tie.
+// Over IPv6 the pods are routed and their traces name the spine. The
+// merged list names the spine alone, for both families, with the whole
+// score.
+func TestTieBrokenByOtherFamily(t *testing.T) {
+	t.Parallel()
+	shape := matrixsim.Config{Racks: 2, NodesPerRack: 2, Spines: 2, LB: true, Pods: true, Overlay: true,
+		FlowsPerTarget: 8, ProbesPerFlow: 7, SilentHop: 0.2, Background: 1e-4}
+	overlay, err := matrixsim.New(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape.Overlay = false
+	routed, err := matrixsim.New(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hops := hops6(overlay)
+	for a, n := range hops6(routed) {
+		hops[a] = n
+	}
+	lossy := matrixsim.Fault{Kind: matrixsim.SpineLoss, Loss: 0.05, Spine: 1}
+	wantKind, wantName := overlay.Truth(lossy)
+	const tiedSeed = 75 // an IPv4 round whose data cannot tell the spines apart
+	alone := diagnose(t, hops, overlay.Observations(lossy, tiedSeed)).Listed()
+	if len(alone) != 2 || alone[0].Kind != matrix.KindDevice || alone[1].Kind != matrix.KindDevice || len(alone[0].Evidence.Ties) != 1 {
+		t.Fatalf("IPv4 alone listed %v, want both spines tied (the test's premise)", brief(alone))
+	}
+	six := diagnose(t, hops, ipv6Reports(routed.Observations(lossy, 1))).Listed()
+	if len(six) != 1 || six[0].Kind != wantKind || six[0].Name != wantName {
+		t.Fatalf("IPv6 alone listed %v, want %s/%s alone (the test's premise)", brief(six), wantKind, wantName)
+	}
+	listed := diagnose(t, hops, dualStack(overlay.Observations(lossy, tiedSeed), routed.Observations(lossy, 1))).Listed()
+	if len(listed) != 1 || listed[0].Kind != wantKind || listed[0].Name != wantName || listed[0].Family != "" {
+		t.Fatalf("dual-stack listed %v, want %s/%s alone for both families", brief(listed), wantKind, wantName)
+	}
+	if s := listed[0]; len(s.Evidence.Ties) != 0 || s.Score < 0.9 || !strings.Contains(s.Evidence.Detail, "IPv6 flows tell them apart") {
+		t.Errorf("the spine named with ties %v, score %.2f, detail %q; want no tie, the group's score and why", s.Evidence.Ties, s.Score, s.Evidence.Detail)
+	}
+	// Both families tied: nothing tells, the tie stands.
+	both := diagnose(t, hops, dualStack(overlay.Observations(lossy, tiedSeed), overlay.Observations(lossy, tiedSeed))).Listed()
+	if len(both) != 2 {
+		t.Errorf("both families tied: listed %v, want the tie to stand", brief(both))
 	}
 }
 
