@@ -40,6 +40,11 @@ const (
 	// NXDOMAIN, truncation, wrong ID): the path works, the service does
 	// not. Reason says which; never loss.
 	AnswerError
+	// TooBig: a sized probe (TCPSYN.ProbeSized) met a link too small
+	// for it, and the network said so ("fragmentation needed" or
+	// "packet too big" reached the sender): path MTU discovery works.
+	// Result.MTU is the path MTU; never loss.
+	TooBig
 )
 
 func (o Outcome) String() string {
@@ -54,6 +59,8 @@ func (o Outcome) String() string {
 		return "local_error"
 	case AnswerError:
 		return "error"
+	case TooBig:
+		return "too_big"
 	}
 	return "unknown"
 }
@@ -77,4 +84,6 @@ type Result struct {
 	// "truncated", ...).
 	Reason string
 	Err    error
+	// MTU is the path MTU the network reported, with TooBig.
+	MTU int
 }

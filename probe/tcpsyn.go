@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -44,6 +45,9 @@ type TCPSYN struct {
 	slots []synSlot
 	sock  rawSocket
 	log   *slog.Logger
+	// mtus reads the kernel's path MTU cache in the engine's network
+	// namespace; nil where it could not be opened (no TooBig then).
+	mtus *routeMTU
 
 	mu   sync.Mutex
 	free []uint16 // reserved source ports not given to a flow
@@ -189,6 +193,9 @@ func NewTCPSYN(cfg TCPSYNConfig) (*TCPSYN, error) {
 		return nil, err
 	}
 	t.sock = sock
+	if t.mtus, err = newRouteMTU(); err != nil {
+		cfg.Logger.Debug("path MTU cache unreadable: a sized probe that meets a signalling smaller MTU counts as lost", "err", err)
+	}
 	for i := 0; i < span && len(t.free) < cfg.Ports; i++ {
 		port := cfg.PortBase + uint16(i)
 		if err := sock.reserve(port); err != nil {
@@ -241,6 +248,21 @@ func (t *TCPSYN) FreePorts(ports []uint16) {
 // Probe sends one SYN from sport to t and waits up to timeout for the
 // answer. Probes on the same source port must not overlap.
 func (t *TCPSYN) Probe(ctx context.Context, target Target, sport uint16, timeout time.Duration) Result {
+	return t.probe(ctx, target, sport, timeout, 0)
+}
+
+// ProbeSized is Probe with the SYN padded to size bytes of IP packet
+// (at most MaxProbeSize), IPv4's Don't Fragment set as on every SYN:
+// over the flow's own 5-tuple, so its ECMP path, it asks whether a
+// packet of that size gets through. A link of smaller MTU whose router
+// sends no "fragmentation needed" (or "packet too big") drops it
+// silently: a PMTU black hole. A size above the route's device MTU
+// fails locally (EMSGSIZE): no data.
+func (t *TCPSYN) ProbeSized(ctx context.Context, target Target, sport uint16, timeout time.Duration, size int) Result {
+	return t.probe(ctx, target, sport, timeout, size)
+}
+
+func (t *TCPSYN) probe(ctx context.Context, target Target, sport uint16, timeout time.Duration, size int) Result {
 	i := int(sport) - int(t.base)
 	if i < 0 || i >= len(t.slots) || !t.slots[i].reserved {
 		return Result{Outcome: LocalError, Reason: "config", Err: fmt.Errorf("tcp_syn: source port %d is not reserved", sport)}
@@ -282,7 +304,7 @@ func (t *TCPSYN) Probe(ctx context.Context, target Target, sport uint16, timeout
 			close(s.idle)
 			s.idle = nil
 		}
-		if answer.outcome != LocalError {
+		if answer.outcome != LocalError && answer.outcome != TooBig { // neither reached the target
 			s.settle(seq, answer, lost)
 		}
 		s.mu.Unlock()
@@ -300,9 +322,17 @@ func (t *TCPSYN) Probe(ctx context.Context, target Target, sport uint16, timeout
 	sentAt := s.sentAt
 	s.mu.Unlock()
 	if err == nil {
-		err = t.send(enc, synPacket{src: t.src, dst: target.Addr, sport: sport, dport: target.Port, seq: seq, ttl: 64, ipID: uint16(seq)})
+		err = t.send(enc, synPacket{src: t.src, dst: target.Addr, sport: sport, dport: target.Port, seq: seq, ttl: 64, ipID: uint16(seq), size: size})
 	}
 	t.encoders.Put(enc)
+	if err != nil && size > 0 && errors.Is(err, syscall.EMSGSIZE) {
+		// Once it has learnt a smaller path MTU the kernel refuses
+		// what does not fit: the network said so before.
+		if mtu := t.mtus.get(t.src, target.Addr); mtu > 0 && mtu < size {
+			answer.outcome = TooBig
+			return Result{Outcome: TooBig, MTU: mtu}
+		}
+	}
 	if err != nil {
 		answer.outcome = LocalError
 		return Result{Outcome: LocalError, Reason: sendReason(err), Err: fmt.Errorf("tcp_syn send to %s: %w", target.Addr, err)}
@@ -320,6 +350,16 @@ func (t *TCPSYN) Probe(ctx context.Context, target Target, sport uint16, timeout
 		return Result{Outcome: answer.outcome, RTT: answer.at.Sub(sentAt)}
 	case <-s.timer.C:
 		lost = true
+		if size > 0 {
+			// The raw socket takes the ICMP "too big" for our SYN and
+			// the kernel caches the path MTU it carries: the network
+			// said why, so this is no loss.
+			if mtu := t.mtus.get(t.src, target.Addr); mtu > 0 && mtu < size {
+				lost = false
+				answer.outcome = TooBig
+				return Result{Outcome: TooBig, MTU: mtu}
+			}
+		}
 		return Result{Outcome: Lost}
 	case <-ctx.Done():
 		answer.outcome = LocalError
@@ -411,5 +451,6 @@ func (t *TCPSYN) Close() {
 		if t.sock != nil {
 			t.sock.close()
 		}
+		t.mtus.close()
 	})
 }

@@ -22,6 +22,8 @@ type synEncoder struct {
 	// does not move a local array to the heap.
 	srcB, dstB [16]byte
 	buf        gopacket.SerializeBuffer
+	// pad is a sized SYN's payload (zeros), grown to the largest asked.
+	pad gopacket.Payload
 }
 
 func newSYNEncoder() *synEncoder {
@@ -45,7 +47,21 @@ type synPacket struct {
 	ipID         uint16 // IPv4 only: IPv6 has no ID outside fragments
 	// rst makes it a bare RST instead of a SYN (see TCPSYN.Probe).
 	rst bool
+	// size, when above a plain SYN's, pads the SYN with zeros to size
+	// bytes of IP packet (ProbeSized). The target acknowledges the SYN
+	// alone: without a Fast Open cookie its data is dropped.
+	size int
 }
+
+// The header lengths of a plain SYN: a size at or below them pads
+// nothing.
+const (
+	ipv4HeaderLen = 20
+	synHeaderLen  = 24 // TCP header with the MSS option
+)
+
+// MaxProbeSize is the largest packet ProbeSized sends: a jumbo frame.
+const MaxProbeSize = 9216
 
 var errFamily = errors.New("tcp_syn: source and destination are not both IPv4 or both IPv6")
 
@@ -87,6 +103,18 @@ func (e *synEncoder) encode(p synPacket) ([]byte, error) {
 		e.tcp.Options, e.tcp.Window = nil, 0
 	} else {
 		e.tcp.Options, e.tcp.Window = e.opts[:], 64240
+	}
+	hdr := ipv4HeaderLen + synHeaderLen
+	if !p.src.Is4() {
+		hdr = ipv6HeaderLen + synHeaderLen
+	}
+	if n := min(p.size, MaxProbeSize) - hdr; n > 0 && !p.rst {
+		if cap(e.pad) < n {
+			e.pad = make(gopacket.Payload, n)
+		}
+		e.pad = e.pad[:n]
+		err := gopacket.SerializeLayers(e.buf, serializeOpts, ip, &e.tcp, &e.pad)
+		return e.buf.Bytes(), err
 	}
 	if err := gopacket.SerializeLayers(e.buf, serializeOpts, ip, &e.tcp); err != nil {
 		return nil, err

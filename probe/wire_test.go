@@ -481,3 +481,57 @@ func TestEchoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestSizedSYN: a sized SYN is exactly size bytes of IP packet, Don't
+// Fragment on IPv4, its TCP checksum over the padding, and a size at or
+// below a plain SYN's (or a RST) pads nothing. Once grown, encoding does
+// not allocate.
+func TestSizedSYN(t *testing.T) {
+	for _, f := range testFamilies {
+		e := newSYNEncoder()
+		plain, err := e.encode(synPacket{src: f.src, dst: f.dst, sport: 61000, dport: 9808, seq: 1, ttl: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plainLen := len(plain)
+		for _, size := range []int{0, plainLen - 1, plainLen, 1200, 1500, MaxProbeSize, MaxProbeSize + 1} {
+			b, err := e.encode(synPacket{src: f.src, dst: f.dst, sport: 61000, dport: 9808, seq: 1, ttl: 64, size: size})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := max(plainLen, min(size, MaxProbeSize))
+			if len(b) != want {
+				t.Errorf("%s: size %d encoded %d bytes, want %d", f.name, size, len(b), want)
+			}
+			first := layers.LayerTypeIPv4
+			if f.ipv6 {
+				first = layers.LayerTypeIPv6
+			}
+			pkt := gopacket.NewPacket(b, first, gopacket.Default)
+			tcp, _ := pkt.Layer(layers.LayerTypeTCP).(*layers.TCP)
+			if tcp == nil || !tcp.SYN || len(tcp.Payload) != want-plainLen {
+				t.Fatalf("%s: size %d: not a SYN carrying %d bytes: %v", f.name, size, want-plainLen, pkt)
+			}
+			if ip, _ := pkt.Layer(layers.LayerTypeIPv4).(*layers.IPv4); ip != nil && ip.Flags&layers.IPv4DontFragment == 0 {
+				t.Errorf("%s: size %d sent without Don't Fragment", f.name, size)
+			}
+			hdr := 20
+			if f.ipv6 {
+				hdr = 40
+			}
+			if got := transportChecksum(f.src, f.dst, b[hdr:]); got != 0 {
+				t.Errorf("%s: size %d: TCP checksum over the padded SYN is %#x, want 0", f.name, size, got)
+			}
+		}
+		if b, _ := e.encode(synPacket{src: f.src, dst: f.dst, rst: true, size: 1500}); len(b) >= 1500 {
+			t.Errorf("%s: a RST was padded to %d bytes", f.name, len(b))
+		}
+		if n := testing.AllocsPerRun(100, func() {
+			if _, err := e.encode(synPacket{src: f.src, dst: f.dst, sport: 61000, dport: 9808, ttl: 64, size: 1400}); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: a sized SYN allocates %v times, want 0", f.name, n)
+		}
+	}
+}

@@ -1,0 +1,49 @@
+package probe
+
+import (
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// routeMTU asks the kernel's route cache, as `ip route get` shows it,
+// for the path MTU learnt towards a destination: the raw socket a sized
+// SYN left by is handed the ICMP "fragmentation needed" or "packet too
+// big" that quotes it, and the kernel records the MTU it carries. The
+// netlink socket is opened where the engine is, so it asks the engine's
+// network namespace whichever thread asks.
+type routeMTU struct {
+	h *netlink.Handle
+}
+
+func newRouteMTU() (*routeMTU, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, err
+	}
+	return &routeMTU{h: h}, nil
+}
+
+// get is the cached path MTU from src to dst, or 0: none cached, or not
+// known.
+func (r *routeMTU) get(src, dst netip.Addr) int {
+	if r == nil {
+		return 0
+	}
+	var opt *netlink.RouteGetOptions
+	if src.IsValid() && !src.IsUnspecified() {
+		opt = &netlink.RouteGetOptions{SrcAddr: src.AsSlice()}
+	}
+	rs, err := r.h.RouteGetWithOptions(dst.AsSlice(), opt)
+	if err != nil || len(rs) == 0 {
+		return 0
+	}
+	return rs[0].MTU
+}
+
+func (r *routeMTU) close() {
+	if r != nil {
+		r.h.Close()
+	}
+}
