@@ -106,9 +106,12 @@ type Agent struct {
 	// routes looks up the routes that say the first hop (firsthop.go);
 	// hopKick asks for a lookup when the targets change. ifAddrs lists
 	// the host's interface addresses (hostaddrs.go).
-	routes  routeLookup
-	ifAddrs func() ([]net.Addr, error)
-	hopKick chan struct{}
+	routes routeLookup
+	// routeMTU is the MTU of the interface towards a target: the size of
+	// its large probes unless probing.pmtu.size says (pmtu_linux.go).
+	routeMTU func(src, dst netip.Addr) int
+	ifAddrs  func() ([]net.Addr, error)
+	hopKick  chan struct{}
 
 	// pull guards the observations when the matrix plans (pullkey.go).
 	pull pullKey
@@ -175,6 +178,7 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 		now:      time.Now,
 		lbSettle: lbSettle,
 		routes:   firstHopRoutes,
+		routeMTU: routeMTU,
 		ifAddrs:  net.InterfaceAddrs,
 		hopKick:  make(chan struct{}, 1),
 	}
@@ -184,6 +188,9 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 	p := cfg.Probing
 	for _, proto := range p.Protocols {
 		a.reported = append(a.reported, reportedAs(proto)...)
+	}
+	if p.PMTU.Every > 0 {
+		a.reported = append(a.reported, probe.ProtocolTCPSYNMTU)
 	}
 	burst := max(1, int(p.MaxProbesPerSecond/5)) // two of the scheduler's bursts (schedule.go)
 	a.limiter = rate.NewLimiter(rate.Limit(p.MaxProbesPerSecond), burst)

@@ -128,9 +128,12 @@ func (a *Agent) Observations() api.Observations {
 				p.Sent += st.Sent
 				p.Lost += st.Lost
 				p.Errors += st.Errors
-				if proto == probe.ProtocolTCPSYN {
+				switch proto {
+				case probe.ProtocolTCPSYN:
 					p.Flows = append(p.Flows, api.Flow{SourcePort: t.ports[i], Stats: st, Path: a.paths.flowPath(t.key(), t.ports[i], now)})
-				} else {
+				case probe.ProtocolTCPSYNMTU: // its path is its tcp_syn flow's, by source port
+					p.Flows = append(p.Flows, api.Flow{SourcePort: t.ports[i], Stats: st})
+				default:
 					p.LastResult = st.LastResult
 				}
 			}

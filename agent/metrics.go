@@ -22,7 +22,11 @@ type metrics struct {
 	// answerErrors counts answers that were errors (a DNS rcode), by
 	// reason: probe.DNSReasons bounds it.
 	answerErrors *prometheus.CounterVec
-	targets      prometheus.Gauge
+	// tooBig counts large probes (tcp_syn_mtu) the network answered
+	// with "fragmentation needed" / "packet too big": path MTU discovery
+	// works where they go, and the path is smaller than the interface.
+	tooBig  *prometheus.CounterVec
+	targets prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, perTarget bool) *metrics {
@@ -54,6 +58,10 @@ func newMetrics(reg prometheus.Registerer, perTarget bool) *metrics {
 			Name: "prober_probe_answer_errors_total",
 			Help: "Probes the target answered with an error (a DNS SERVFAIL, NXDOMAIN, truncation, wrong ID): counted as sent, never lost; by protocol, path class and reason.",
 		}, []string{"protocol", "path", "family", "reason"}),
+		tooBig: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "prober_pmtu_too_big_total",
+			Help: "Large probes (tcp_syn_mtu) that a smaller path MTU refused and said so (ICMP fragmentation needed / packet too big): discovery works, no loss; by path class.",
+		}, []string{"path", "family"}),
 		targets: f.NewGauge(prometheus.GaugeOpts{
 			Name: "prober_targets",
 			Help: "Targets this agent probes now.",
@@ -109,6 +117,9 @@ func (m *metrics) record(s series, proto probe.Protocol, r probe.Result) {
 	case probe.Lost:
 		s.sent.Inc()
 		s.lost.Inc()
+	case probe.TooBig:
+		s.sent.Inc()
+		m.tooBig.WithLabelValues(s.path, s.family).Inc()
 	case probe.LocalError:
 		reason := r.Reason
 		if reason == "" {

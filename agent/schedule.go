@@ -49,6 +49,9 @@ type flowTask struct {
 	t     *target
 	proto probe.Protocol
 	flow  int
+	// sent counts its probes: one in probing.pmtu.every of a tcp_syn
+	// flow's is sent large.
+	sent  int
 	due   time.Time
 	index int // in tasks; -1 while its probe is in flight or after remove
 }
@@ -178,11 +181,18 @@ func (a *Agent) probe(ft *flowTask) {
 	var r probe.Result
 	pt := probe.Target{Addr: t.Addr, Port: t.Port}
 	timeout := a.cfg.Probing.Timeout.D()
-	switch ft.proto {
+	proto := ft.proto
+	ft.sent++
+	if every := a.cfg.Probing.PMTU.Every; proto == probe.ProtocolTCPSYN && t.mtuSize > 0 && ft.sent%every == 0 {
+		proto = probe.ProtocolTCPSYNMTU
+	}
+	switch proto {
 	case probe.ProtocolICMP:
 		r = t.eng.icmp.Probe(ctx, pt, timeout)
 	case probe.ProtocolTCPSYN:
 		r = t.eng.syn.Probe(ctx, pt, t.ports[ft.flow], timeout)
+	case probe.ProtocolTCPSYNMTU:
+		r = t.eng.syn.ProbeSized(ctx, pt, t.ports[ft.flow], timeout, t.mtuSize)
 	case probe.ProtocolHTTP2Ping:
 		r = a.pingHTTP2(ctx, t)
 	case probe.ProtocolDNSUDP, probe.ProtocolDNSTCP:
@@ -192,7 +202,7 @@ func (a *Agent) probe(ft *flowTask) {
 	if ctx.Err() != nil {
 		return // cancelled mid-probe: neither sent nor lost, nor scheduled again
 	}
-	a.record(t, ft.proto, ft.flow, r)
+	a.record(t, proto, ft.flow, r)
 	a.sched.done(ft, time.Now())
 }
 

@@ -23,8 +23,11 @@ type target struct {
 	path   string
 	ctx    context.Context // its probes'; cancel ends them
 	cancel context.CancelFunc
-	ports  []uint16  // tcp_syn source ports, one per flow
-	h2     *h2Target // nil unless pinged over HTTP/2
+	ports  []uint16 // tcp_syn source ports, one per flow
+	// mtuSize is the size of its flows' large probes (probing.pmtu), 0
+	// when none are sent.
+	mtuSize int
+	h2      *h2Target // nil unless pinged over HTTP/2
 	// dns are the DNS flows of dns_udp and dns_tcp, when asked.
 	dns   map[probe.Protocol][]*probe.DNSFlow
 	added time.Time
@@ -136,6 +139,14 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 			return nil, fmt.Errorf("target %s: %w", tg.Name, err)
 		}
 		t.ports = ports
+		if p.PMTU.Every > 0 {
+			if t.mtuSize = p.PMTU.Size; t.mtuSize == 0 {
+				t.mtuSize = a.routeMTU(t.eng.src, tg.Addr)
+			}
+			if t.mtuSize == 0 {
+				a.log.Warn("no large probes: the MTU towards the target is unknown (set probing.pmtu.size)", "peer", tg.Name, "address", tg.Addr.String())
+			}
+		}
 	}
 	var h2 *h2Target
 	var err error
@@ -166,6 +177,15 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 			switch proto {
 			case probe.ProtocolTCPSYN:
 				flows = len(t.ports)
+				if t.mtuSize > 0 {
+					// Its large probes: sent by tcp_syn's own tasks (one
+					// probe of a port in flight at a time).
+					big := &protoState{series: a.m.seriesFor(probe.ProtocolTCPSYNMTU, t.path, tg.Family(), tg.Name), live: make([]bool, flows)}
+					for range flows {
+						big.flows = append(big.flows, newWindow(p.Window.D(), p.Interval.D()*time.Duration(p.PMTU.Every)))
+					}
+					t.protos[probe.ProtocolTCPSYNMTU] = big
+				}
 			case probe.ProtocolICMP:
 				if !config.Probed(tg.Class, proto) {
 					continue // lb: a VIP does not answer echo (config.Probed)

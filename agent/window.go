@@ -87,6 +87,8 @@ func (w *window) stats(since time.Time, rtts []float64) (api.Stats, []float64) {
 		case probe.Lost:
 			st.Sent++
 			st.Lost++
+		case probe.TooBig: // the network said so: no loss
+			st.Sent++
 		case probe.LocalError:
 			st.Errors++
 		}

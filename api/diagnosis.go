@@ -40,6 +40,7 @@ const (
 	KindHost      = "host"      // one node's (or pod's) NIC or agent
 	KindTier      = "tier"      // every rack loses: the tier above the ToRs
 	KindDataplane = "dataplane" // a node's pod paths lose, its node paths do not
+	KindPMTU      = "pmtu"      // a link that drops large packets in silence: a path MTU black hole
 )
 
 // Suspect is one thing that drops packets.

@@ -41,11 +41,15 @@ const (
 	ProtocolDNS       = "dns"
 	ProtocolDNSUDP    = "dns_udp"
 	ProtocolDNSTCP    = "dns_tcp"
+	// ProtocolTCPSYNMTU is the tcp_syn probes a flow sends padded to
+	// the path's MTU (probing.pmtu): their loss, where the same flows'
+	// small probes pass, is a path MTU black hole.
+	ProtocolTCPSYNMTU = "tcp_syn_mtu"
 )
 
 // Protocols lists every protocol an observation reports, in a stable
 // order.
-var Protocols = []string{ProtocolICMP, ProtocolTCPSYN, ProtocolHTTP2Ping, ProtocolDNSUDP, ProtocolDNSTCP}
+var Protocols = []string{ProtocolICMP, ProtocolTCPSYN, ProtocolHTTP2Ping, ProtocolDNSUDP, ProtocolDNSTCP, ProtocolTCPSYNMTU}
 
 // ConfigProtocols lists what probing.protocols accepts, in a stable
 // order: each selects the reported protocols ReportedAs names.

@@ -71,6 +71,19 @@ type Probing struct {
 	HTTP2 HTTP2Probing `json:"http2"`
 	// Trace configures the traceroutes of tcp_syn flows (config/trace.go).
 	Trace TraceProbing `json:"trace"`
+	// PMTU configures the path MTU probes of tcp_syn flows.
+	PMTU PMTUProbing `json:"pmtu"`
+}
+
+// PMTUProbing sends one tcp_syn probe in Every of each flow padded to
+// Size bytes of IP packet, Don't Fragment, over the flow's own 5-tuple,
+// reported as tcp_syn_mtu: small probes that pass and large ones that
+// vanish are a path MTU black hole. The probe budget is unchanged (the
+// large probe replaces a small one). Size 0 is the MTU of the interface
+// the route to each target leaves by. Every 0 is off.
+type PMTUProbing struct {
+	Every int `json:"every,omitempty"`
+	Size  int `json:"size,omitempty"`
 }
 
 // Metrics configures the Prometheus exposition.
@@ -113,6 +126,10 @@ const (
 	// agent's config must never let it send one.
 	maxFlows       = api.MaxFlows
 	maxSourcePorts = api.MaxReportTargets
+	// maxPMTUEvery: rarer large probes would take many windows to see.
+	maxPMTUEvery = 100
+	// minPMTUSize is IPv4's minimum datagram every host accepts.
+	minPMTUSize = 576
 )
 
 // LoadAgent reads, defaults and validates an agent configuration file.
@@ -229,6 +246,14 @@ func (c *Agent) Validate() error {
 		} else if slices.Index(p.Protocols, proto) != i {
 			bad(fmt.Sprintf("probing.protocols[%d]", i), "%q listed twice", proto)
 		}
+	}
+	if e := p.PMTU.Every; e != 0 && (e < 2 || e > maxPMTUEvery) {
+		bad("probing.pmtu.every", "%d not in 2..%d (or 0: off): one tcp_syn probe in every is sent large", e, maxPMTUEvery)
+	} else if e != 0 && !slices.Contains(p.Protocols, probe.ProtocolTCPSYN) {
+		bad("probing.pmtu.every", "needs tcp_syn in probing.protocols: the large probes are its flows'")
+	}
+	if s := p.PMTU.Size; s != 0 && (s < minPMTUSize || s > probe.MaxProbeSize) {
+		bad("probing.pmtu.size", "%d not in %d..%d bytes (or 0: the route's interface MTU)", s, minPMTUSize, probe.MaxProbeSize)
 	}
 	if p.MaxProbesPerSecond < 0 {
 		bad("probing.maxProbesPerSecond", "must be positive, got %g", p.MaxProbesPerSecond)

@@ -3,7 +3,7 @@ const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
 const byName = new Intl.Collator(undefined, {numeric: true}).compare;
 const PATHS = ["node_to_node", "node_to_pod", "pod_to_node", "pod_to_pod", "node_to_lb", "pod_to_lb"];
-const PROTOCOLS = ["icmp", "tcp_syn", "http2_ping", "dns_udp", "dns_tcp"];
+const PROTOCOLS = ["icmp", "tcp_syn", "http2_ping", "dns_udp", "dns_tcp", "tcp_syn_mtu"];
 const rank = (list, v) => { const i = list.indexOf(v); return i < 0 ? list.length : i; };
 
 // ---- formatting ----

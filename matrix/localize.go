@@ -90,7 +90,9 @@ func (m *Matrix) localize(agents []*agentState) ([]Suspect, []Dispute, Fabric) {
 	p.selectFabric() // 007 voting and the selector over the traced links
 	p.arbitrate()    // what the rules explain is not the fabric's
 	p.scoreTiers()   // Pingmesh tier scoring, confirming what traces name
-	return p.merge(), p.disputes(), m.fabricOf(p.r, p.e, p.groupRacks())
+	suspects := append(p.merge(), pmtuScores(p.pmtuSuspects())...)
+	sortSuspects(suspects)
+	return suspects, p.disputes(), m.fabricOf(p.r, p.e, p.groupRacks())
 }
 
 // disputes are what the selector and the tier stage refused on the

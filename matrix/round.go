@@ -392,6 +392,9 @@ func (m *Matrix) addPair(r *round, tr *tracer, src, ai, ti int32) {
 	p := pair{agent: ai, target: ti, src: src, dst: dst, flowStart: int32(len(r.flows))}
 	for pi := t.protoStart; pi < t.protoEnd; pi++ {
 		pr := &a.protos[pi]
+		if pr.protocol == api.ProtocolTCPSYNMTU {
+			continue // a size that never passes is not random loss: pmtuSuspects
+		}
 		p.sent += pr.stats.Sent
 		p.lost += pr.stats.Lost
 		for fi := pr.flowStart; fi < pr.flowEnd; fi++ {

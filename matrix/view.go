@@ -235,6 +235,9 @@ func (m *Matrix) Crossing(now time.Time, device string) []CellRef {
 			t := &a.targets[ti]
 			for pi := t.protoStart; pi < t.protoEnd; pi++ {
 				p := &a.protos[pi]
+				if p.protocol == api.ProtocolTCPSYNMTU {
+					continue // tcp_syn's flows, untraced: their paths are tcp_syn's
+				}
 				for fi := p.flowStart; fi < p.flowEnd; fi++ {
 					f := &a.flows[fi]
 					names = append(names[:0], a.name)

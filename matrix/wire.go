@@ -34,6 +34,7 @@ const (
 	KindHost      = api.KindHost
 	KindTier      = api.KindTier
 	KindDataplane = api.KindDataplane
+	KindPMTU      = api.KindPMTU
 
 	StateFresh = api.StateFresh
 	StateStale = api.StateStale

@@ -20,6 +20,7 @@ const (
 	ProtocolDNS       Protocol = api.ProtocolDNS
 	ProtocolDNSUDP    Protocol = api.ProtocolDNSUDP
 	ProtocolDNSTCP    Protocol = api.ProtocolDNSTCP
+	ProtocolTCPSYNMTU Protocol = api.ProtocolTCPSYNMTU
 )
 
 // Protocols lists every protocol a config may name, in a stable order.

@@ -8,7 +8,8 @@ import (
 )
 
 // The protocols a config names are api's, in api's order, and each is
-// reported under names the matrix accepts.
+// reported under names the matrix accepts; tcp_syn_mtu is tcp_syn's
+// large probes (probing.pmtu), last.
 func TestProtocolsAreAPIs(t *testing.T) {
 	var got []string
 	for _, p := range Protocols {
@@ -21,6 +22,7 @@ func TestProtocolsAreAPIs(t *testing.T) {
 	for _, p := range got {
 		reported = append(reported, api.ReportedAs(p)...)
 	}
+	reported = append(reported, api.ProtocolTCPSYNMTU)
 	if !slices.Equal(reported, api.Protocols) {
 		t.Errorf("reported as %q, api.Protocols %q", reported, api.Protocols)
 	}

@@ -1,0 +1,104 @@
+package matrix_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/matrix"
+	"github.com/netprober/prober/matrix/matrixsim"
+)
+
+// withLargeProbes adds to every tcp_syn target of obs the large probes a
+// flow sends (tcp_syn_mtu: big of them, untraced), each lost as lost
+// says of its tcp_syn flow's traced hops, named by hops.
+func withLargeProbes(obs []api.Observations, hops map[string]string, big uint64, lost func(path []string) uint64) []api.Observations {
+	for i := range obs {
+		ts := obs[i].Targets
+		for j := range ts {
+			var large *api.Protocol
+			for _, p := range ts[j].Protocols {
+				if p.Protocol != api.ProtocolTCPSYN {
+					continue
+				}
+				large = &api.Protocol{Protocol: api.ProtocolTCPSYNMTU}
+				for _, f := range p.Flows {
+					var names []string
+					if f.Path != nil {
+						for _, h := range f.Path.Hops {
+							names = append(names, hops[h])
+						}
+					}
+					st := api.Stats{Sent: big, Lost: min(lost(names), big)}
+					large.Sent += st.Sent
+					large.Lost += st.Lost
+					large.Flows = append(large.Flows, api.Flow{SourcePort: f.SourcePort, Stats: st})
+				}
+			}
+			if large != nil {
+				ts[j].Protocols = append(ts[j].Protocols, *large)
+			}
+		}
+	}
+	return obs
+}
+
+// crosses reports whether the named hops go from a straight to b.
+func crosses(names []string, a, b string) bool {
+	for k := 1; k < len(names); k++ {
+		if names[k-1] == a && names[k] == b {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPMTUBlackHole: one uplink of tor1 drops every packet over its MTU
+// and says nothing. The flows that cross it lose all their large probes
+// while their small ones pass: the link is named, alone, as a pmtu
+// suspect, and nothing as loss. The same smaller MTU signalled (large
+// probes counted sent, not lost) names nothing, and neither does a link
+// that loses 5 % of everything, large probes as well.
+func TestPMTUBlackHole(t *testing.T) {
+	t.Parallel()
+	fab, err := matrixsim.New(matrixsim.Config{Racks: 3, NodesPerRack: 3, Spines: 3, FlowsPerTarget: 8, ProbesPerFlow: 30, Background: 1e-4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hops := fab.Hops()
+	healthy := matrixsim.Fault{Kind: matrixsim.Healthy}
+	black := func(names []string) uint64 {
+		if crosses(names, "tor1", "spine2") {
+			return 4
+		}
+		return 0
+	}
+	d := diagnose(t, hops, withLargeProbes(fab.Observations(healthy, 1), hops, 4, black))
+	listed := d.Listed()
+	if len(listed) != 1 || listed[0].Kind != matrix.KindPMTU || listed[0].Name != "tor1->spine2" || listed[0].Score < 0.99 {
+		t.Fatalf("black hole on tor1->spine2: listed %v, want pmtu/tor1->spine2 alone", brief(listed))
+	}
+	if ev := listed[0].Evidence; ev.Stage != "pmtu" || ev.LossyFlows < 2 || ev.LostProbes != ev.SentProbes {
+		t.Errorf("evidence %+v: want the pmtu stage, the black-holed flows, every large probe lost", ev)
+	}
+	signalled := diagnose(t, hops, withLargeProbes(fab.Observations(healthy, 2), hops, 4, func([]string) uint64 { return 0 }))
+	if l := signalled.Listed(); len(l) != 0 {
+		t.Errorf("a signalled smaller MTU: listed %v, want nothing", brief(l))
+	}
+	lossy := matrixsim.Fault{Kind: matrixsim.LinkLoss, Loss: 0.05}
+	rng := rand.New(rand.NewPCG(3, 4))
+	random := func(names []string) uint64 {
+		n := uint64(0)
+		for range 4 {
+			if rng.Float64() < 0.05 {
+				n++
+			}
+		}
+		return n
+	}
+	for _, s := range diagnose(t, hops, withLargeProbes(fab.Observations(lossy, 3), hops, 4, random)).Listed() {
+		if s.Kind == matrix.KindPMTU {
+			t.Errorf("5 %% random loss: listed %s/%s at %.2f, want no black hole", s.Kind, s.Name, s.Score)
+		}
+	}
+}
