@@ -535,3 +535,19 @@ func TestSizedSYN(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSizedSYNEncode builds the large probe of a flow
+// (probing.pmtu): a SYN padded to 1,500 bytes of IP packet.
+func BenchmarkSizedSYNEncode(b *testing.B) {
+	for _, f := range testFamilies {
+		b.Run(f.name, func(b *testing.B) {
+			e := newSYNEncoder()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := e.encode(synPacket{src: f.src, dst: f.dst, sport: 61000, dport: 9808, ttl: 64, size: 1500}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

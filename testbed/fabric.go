@@ -104,6 +104,9 @@ func (s FabricSpec) agentProbing() config.Probing {
 		// device in seconds, not after the periodic traces of a few
 		// minutes.
 		Trace: config.TraceProbing{BudgetPerMinute: 600},
+		// Large probes on: a healthy lab (its links' MTU, the overlay's)
+		// must raise no black hole, and the mtu-blackhole fault must.
+		PMTU: config.PMTUProbing{Every: 8},
 	}
 }
 

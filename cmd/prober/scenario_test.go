@@ -113,7 +113,7 @@ func TestScenarios(t *testing.T) {
 		// racks x 2 nodes, 2 aggregation switches a pod), IPv4, pods
 		// routed: each tier and each kind of link between them named
 		// alone, after a one-minute healthy phase.
-		runSuite(t, suite{families: []string{api.FamilyIPv4}, timeout: 8 * time.Minute, healthy: time.Minute,
+		runSuite(t, suite{families: []string{api.FamilyIPv4}, timeout: 9 * time.Minute, healthy: time.Minute,
 			shape: func(s *lab.Spec) { s.SuperSpines, s.RacksPerPod, s.Spines, s.Racks, s.NodesPerRack = 2, 2, 2, 4, 2 },
 			scenarios: func(context.Context, *testbed.Fabric) []scenario {
 				return []scenario{
@@ -121,6 +121,9 @@ func TestScenarios(t *testing.T) {
 					{name: "lossy aggregation switch 5%", faults: []lab.Fault{{Kind: lab.FaultDeviceLoss, Device: "agg21", Permille: 50}}, kind: matrix.KindDevice, suspect: "agg21"},
 					{name: "lossy ToR-aggregation link", faults: []lab.Fault{{Kind: lab.FaultLinkLoss, From: "agg12", To: "tor2", Permille: 50}}, kind: matrix.KindLink, suspect: "agg12->tor2"},
 					{name: "lossy aggregation-super-spine link", faults: []lab.Fault{{Kind: lab.FaultLinkLoss, From: "super1", To: "agg21", Permille: 50}}, kind: matrix.KindLink, suspect: "super1->agg21"},
+					// Issue 32: small packets pass, 1,500-byte ones die
+					// on one downlink with no "fragmentation needed".
+					{name: "PMTU black hole on a ToR-aggregation link", faults: []lab.Fault{{Kind: lab.FaultMTUBlackhole, From: "agg12", To: "tor2", MTU: 1200}}, kind: matrix.KindPMTU, suspect: "agg12->tor2"},
 				}
 			}})
 	})
