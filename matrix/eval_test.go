@@ -270,7 +270,10 @@ var (
 	threeTier = matrixsim.Config{Racks: 8, NodesPerRack: 8, Spines: 2, SuperSpines: 2, RacksPerPod: 2, LB: true,
 		FlowsPerTarget: 4, ProbesPerFlow: 16, SilentHop: 0.05, Background: 1e-4}
 	threeTierOverlay = func() matrixsim.Config { c := threeTier; c.Pods, c.Overlay = true, true; return c }()
-	threeTierSilent  = func() matrixsim.Config {
+	// large sends probing.pmtu's large probes, one in 8 (on evalFabric
+	// and podFabric a single one a flow: a large plan's rate).
+	large           = func(c matrixsim.Config) matrixsim.Config { c.LargeEvery = 8; return c }
+	threeTierSilent = func() matrixsim.Config {
 		c := threeTier
 		c.Pods, c.SilentRouters, c.NoRackLabels = true, true, true
 		return c
@@ -334,7 +337,14 @@ var listRows = []listRow{
 	{name: "three tiers, overlay: dataplane 5%", cfg: threeTierOverlay, kind: matrixsim.Dataplane, loss: 0.05, minPrec: 0.98, minRecall: 0.95},
 	{name: "three tiers, silent routers: super-spine 2%", cfg: threeTierSilent, kind: matrixsim.SuperLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	{name: "three tiers, silent routers: ToR-aggregation link 2%", cfg: threeTierSilent, kind: matrixsim.LinkLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "PMTU black hole", cfg: large(evalFabric), kind: matrixsim.MTUBlackhole, minPrec: 0.98, minRecall: 0.95},
+	{name: "pods: PMTU black hole", cfg: large(podFabric), kind: matrixsim.MTUBlackhole, minPrec: 0.98, minRecall: 0.95},
+	{name: "lab shape: PMTU black hole", cfg: large(labShape), kind: matrixsim.MTUBlackhole, minPrec: 0.98, minRecall: 0.95},
+	{name: "three tiers: PMTU black hole", cfg: large(threeTier), kind: matrixsim.MTUBlackhole, minPrec: 0.98, minRecall: 0.95},
+	{name: "overlay: PMTU black hole", cfg: large(overlayFabric), kind: matrixsim.MTUBlackhole, minPrec: 0.98, minRecall: 0.95},
 	// Measured, not asserted: below the goals (docs/performance.md).
+	{name: "silent routers: PMTU black hole", cfg: large(silentFabric), kind: matrixsim.MTUBlackhole},
+	{name: "large probes: link 5%", cfg: large(evalFabric), kind: matrixsim.LinkLoss, loss: 0.05, minPrec: 0.98, minRecall: 0.95},
 	{name: "lab shape: spine 1%", cfg: labShape, kind: matrixsim.SpineLoss, loss: 0.01},
 	{name: "lab shape, overlay: spine 1%", cfg: labShapeOverlay, kind: matrixsim.SpineLoss, loss: 0.01},
 	// Healthy rows list nothing: precision is 1 only with no suspect.
@@ -343,6 +353,7 @@ var listRows = []listRow{
 	{name: "healthy, 10% of agents missing", cfg: evalFabric, kind: matrixsim.Healthy, missing: 0.1, minPrec: 1},
 	{name: "healthy, racks inferred", cfg: unlabelled, kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, pods", cfg: podFabric, kind: matrixsim.Healthy, minPrec: 1},
+	{name: "healthy, large probes, pods", cfg: large(podFabric), kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, replies per probe", cfg: perProbe, kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, silent routers", cfg: silentFabric, kind: matrixsim.Healthy, minPrec: 1},
 	{name: "healthy, silent routers, L2 racks", cfg: silentL2, kind: matrixsim.Healthy, minPrec: 1},

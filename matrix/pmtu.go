@@ -7,9 +7,11 @@ import (
 	"github.com/netprober/prober/api"
 )
 
-// minBlackProbes is how many large probes a flow must have lost, all it
-// sent, to count as black-holed: at 5 % random loss three in a row go
-// once in 8,000 flows, and the link named must also pass no large probe.
+// minBlackProbes is how many large probes the black-holed flows across a
+// link must have lost, all they sent, for it to be named: under the
+// probe-rate cap of a large plan a flow sends one large probe a window,
+// so the evidence is the link's, not a flow's. Random loss does not
+// make one: the link must also pass no large probe.
 const minBlackProbes = 3
 
 // maxPMTU bounds the links pmtuSuspects names in one round.
@@ -17,12 +19,13 @@ const maxPMTU = 4
 
 // pmtuSuspects names path MTU black holes: links that drop large packets
 // in silence while small ones pass. A flow is black-holed when every
-// large probe it sent (tcp_syn_mtu, at least minBlackProbes) was lost
+// large probe it sent (tcp_syn_mtu) was lost
 // while most of its small ones (tcp_syn, the same 5-tuple and so the same
 // ECMP path) were answered; its path is its small probes' trace. The link
-// named is the one the most black-holed flows cross and no flow whose
-// large probes got through crosses: one large packet across a link
-// clears it, whatever random loss it has. Links that black-holed flows
+// named is the one the most black-holed flows cross (at least two, and
+// minBlackProbes of their large probes) and no flow whose large probes
+// got through crosses: one large packet across a link clears it,
+// whatever random loss it has. Links that black-holed flows
 // cross exactly alike (the hops of one path beyond the culprit that no
 // other flow takes) are tied. Up to maxPMTU links are named, each taking
 // the flows it explains. Flows whose traces show no link are left: no
@@ -56,7 +59,7 @@ func (p *pass) pmtuSuspects() []candidate {
 					for _, l := range links {
 						passes[l] = true
 					}
-				case big.lost >= minBlackProbes && small.sent > 0 && 2*small.lost < small.sent && len(links) > 0:
+				case small.sent > 0 && 2*small.lost < small.sent && len(links) > 0:
 					blacks = append(blacks, black{links: links, sent: big.sent, lost: big.lost})
 				}
 			}
@@ -87,6 +90,13 @@ func (p *pass) pmtuSuspects() []candidate {
 		}
 		if best < 0 || len(crossed[best]) < 2 {
 			break // one flow alone is not enough to name a place
+		}
+		lostThere := uint64(0)
+		for _, i := range crossed[best] {
+			lostThere += blacks[i].lost
+		}
+		if lostThere < minBlackProbes {
+			break
 		}
 		group := []int32{best}
 		for l, fs := range crossed {

@@ -57,6 +57,11 @@ type Config struct {
 	// hop their agents report (every agent reports it: a node its ToR's
 	// host-facing address, a pod its node's CNI gateway).
 	NoRackLabels bool
+	// LargeEvery, when positive, gives every tcp_syn target the large
+	// probes of probing.pmtu: ProbesPerFlow/LargeEvery a flow (at least
+	// one), reported as tcp_syn_mtu, lost where an MTUBlackhole's link
+	// lies on the flow's way out, else as its small probes are.
+	LargeEvery int
 	// Untraced reports no traced path for any flow, as with tracing
 	// off: only the rules and the tier stage can localize.
 	Untraced bool
@@ -117,6 +122,9 @@ const (
 	LBEstablished Kind = "lb_blackhole" // the LB forgets established flows
 	HostNIC       Kind = "host"         // one node's NIC drops both ways
 	Dataplane     Kind = "dataplane"    // one node's pod forwarding (CNI, veths) drops both ways; needs Pods
+	// MTUBlackhole is a link placed as LinkLoss's that drops every large
+	// probe (LargeEvery) in silence and passes the small ones.
+	MTUBlackhole Kind = "mtu"
 )
 
 // Fault is one injected fault.
@@ -390,6 +398,9 @@ func (f *Fabric) Truth(ft Fault) (kind, name string) {
 		}
 	}
 	switch ft.Kind {
+	case MTUBlackhole:
+		_, name := f.Truth(Fault{Kind: LinkLoss, Rack: ft.Rack, Spine: ft.Spine, Pod: ft.Pod, Up: ft.Up})
+		return "pmtu", name
 	case LinkLoss:
 		up := f.upperName(f.podOf(ft.Rack), ft.Spine)
 		if ft.Up {
@@ -619,6 +630,9 @@ func (f *Fabric) podObservations(node int, ft Fault, faulty faults, rng *rand.Ra
 
 // faults is the loss each element adds, by kind.
 type faults struct {
+	// big, when set, is what large probes meet instead: an
+	// MTUBlackhole's link, dropping all.
+	big       *faults
 	link      map[[2]int]float64 // (rack, spine, up) encoded; see linkKey
 	spine     map[int]float64    // by agg (in two tiers the spine)
 	super     map[int]float64
@@ -665,6 +679,9 @@ func (f *Fabric) faultIndex(ft Fault) faults {
 		x.holeSpine = g
 	case DNSEndpointLoss:
 		x.dnsEndpoint[ft.Node%dnsEndpoints] = ft.Loss
+	case MTUBlackhole:
+		big := f.faultIndex(Fault{Kind: LinkLoss, Loss: 1, Rack: ft.Rack, Spine: ft.Spine, Pod: ft.Pod, Up: ft.Up})
+		x.big = &big
 	}
 	for _, o := range ft.And {
 		y := f.faultIndex(o)
@@ -808,6 +825,7 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 	if peer >= 0 {
 		dstID = uint64(peer)
 	}
+	large := api.Protocol{Protocol: api.ProtocolTCPSYNMTU}
 	for fl := range cfg.FlowsPerTarget {
 		sport := uint64(33434 + fl*7)
 		rb := -1
@@ -822,6 +840,9 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 		if !local {
 			fwdOK, fwdHole = f.oneWay(src, peer, w, &x, hash(uint64(src), dstID, sport, dport, 999))
 			pOK = f.roundTrip(fwdOK, fwdHole, src, peer, sport, dstID, 0, &x)
+		}
+		if cfg.LargeEvery > 0 {
+			f.largeProbes(&large, src, peer, w, x, local, pOK, sport, dport, dstID, rng)
 		}
 		var lost uint64
 		for range cfg.ProbesPerFlow {
@@ -852,6 +873,9 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 		tcp.Lost += lost
 	}
 	tcp.LossRatio = float64(tcp.Lost) / float64(tcp.Sent)
+	if len(large.Flows) > 0 {
+		t.Protocols = append(t.Protocols, large)
+	}
 	if dst == lbDst {
 		h2 := api.Protocol{Protocol: "http2_ping", Stats: api.Stats{Sent: uint64(cfg.ProbesPerFlow)}}
 		if ft.Kind == LBEstablished {
@@ -861,6 +885,30 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 		t.Protocols = append(t.Protocols, h2)
 	}
 	return t
+}
+
+// largeProbes adds flow sport's large probes (Config.LargeEvery) to
+// big, the target's tcp_syn_mtu: all lost if the way out crosses an MTU
+// black hole, else each as a small probe (pOK); a large probe's reply is
+// a small SYN-ACK.
+func (f *Fabric) largeProbes(big *api.Protocol, src, peer int, w way, x faults, local bool, pOK float64, sport, dport, dstID uint64, rng *rand.Rand) {
+	sent := uint64(max(1, f.cfg.ProbesPerFlow/f.cfg.LargeEvery))
+	var lost uint64
+	if x.big != nil && !local {
+		if ok, _ := f.oneWay(src, peer, w, x.big, hash(uint64(src), dstID, sport, dport, 999)); ok == 0 {
+			lost = sent
+		}
+	}
+	if lost == 0 {
+		for range sent {
+			if rng.Float64() >= pOK {
+				lost++
+			}
+		}
+	}
+	big.Flows = append(big.Flows, api.Flow{SourcePort: uint16(sport), Stats: api.Stats{Sent: sent, Lost: lost}})
+	big.Sent += sent
+	big.Lost += lost
 }
 
 // roundTrip is the success probability of a probe whose forward way
