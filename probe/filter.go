@@ -28,6 +28,29 @@ func tcpPortFilter(ipv6 bool, base, n uint16) []bpf.Instruction {
 // icmpErrorFilter passes the two ICMP errors a traceroute reads: Time
 // Exceeded and Destination Unreachable (RFC 792: 11 and 3; RFC 4443: 3
 // and 1).
+// tooBigFilter passes path MTU discovery's errors alone: ICMP
+// "fragmentation needed" (type 3 code 4) and ICMPv6 "packet too big"
+// (type 2), so the sized probes' reader wakes for nothing else.
+func tooBigFilter(ipv6 bool) []bpf.Instruction {
+	if ipv6 {
+		return []bpf.Instruction{
+			bpf.LoadAbsolute{Off: 0, Size: 1}, // a = ICMPv6 type
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: icmp6PacketTooBig, SkipTrue: 1},
+			bpf.RetConstant{Val: 0xffff},
+			bpf.RetConstant{Val: 0},
+		}
+	}
+	return []bpf.Instruction{
+		bpf.LoadMemShift{Off: 0},          // x = IP header length
+		bpf.LoadIndirect{Off: 0, Size: 1}, // a = ICMP type
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: icmpDestUnreachable, SkipTrue: 3},
+		bpf.LoadIndirect{Off: 1, Size: 1}, // a = ICMP code
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: icmpFragNeeded, SkipTrue: 1},
+		bpf.RetConstant{Val: 0xffff},
+		bpf.RetConstant{Val: 0},
+	}
+}
+
 func icmpErrorFilter(ipv6 bool) []bpf.Instruction {
 	load := []bpf.Instruction{
 		bpf.LoadMemShift{Off: 0},          // x = IP header length

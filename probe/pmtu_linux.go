@@ -7,6 +7,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// openTooBigRaw opens the raw ICMP socket that hears path MTU
+// discovery's errors for src (tooBigFilter): a sized SYN that meets a
+// smaller MTU whose router says so is answered by one, quoting it. On
+// IPv6 it is the only way to hear it: the kernel caches no path MTU for a
+// raw socket without IPV6_RECVERR, which would turn every ICMPv6 error
+// into a failed read of the SYN socket.
+func openTooBigRaw(src netip.Addr) (rawSocket, error) {
+	network := "ip4:icmp"
+	if !src.Is4() {
+		network = "ip6:ipv6-icmp"
+	}
+	r, err := openRaw(network, "tcp_syn pmtu", src, tooBigFilter(!src.Is4()), false)
+	if err != nil {
+		return nil, err // not a nil *linuxRaw inside a non-nil interface
+	}
+	return r, nil
+}
+
 // routeMTU asks the kernel's route cache, as `ip route get` shows it,
 // for the path MTU learnt towards a destination: the raw socket a sized
 // SYN left by is handed the ICMP "fragmentation needed" or "packet too

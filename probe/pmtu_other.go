@@ -2,7 +2,12 @@
 
 package probe
 
-import "net/netip"
+import (
+	"errors"
+	"net/netip"
+)
+
+func openTooBigRaw(netip.Addr) (rawSocket, error) { return nil, errors.ErrUnsupported }
 
 // routeMTU reads no path MTU cache off Linux: a sized probe that meets
 // a signalling smaller MTU counts as lost.

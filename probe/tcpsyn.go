@@ -46,8 +46,11 @@ type TCPSYN struct {
 	sock  rawSocket
 	log   *slog.Logger
 	// mtus reads the kernel's path MTU cache in the engine's network
-	// namespace; nil where it could not be opened (no TooBig then).
-	mtus *routeMTU
+	// namespace, and tooBig hears "fragmentation needed" / "packet too
+	// big" quoting our SYNs; nil where they could not be opened (a
+	// signalled smaller MTU then reads as loss).
+	mtus   *routeMTU
+	tooBig rawSocket
 
 	mu   sync.Mutex
 	free []uint16 // reserved source ports not given to a flow
@@ -144,6 +147,7 @@ func (s *synSlot) settle(seq uint32, a synAnswer, lost bool) {
 type synAnswer struct {
 	outcome Outcome
 	at      time.Time
+	mtu     int // with TooBig: the path MTU the error carried
 	// staleAck is the ack number of an out-of-window ACK (see TCPSYN).
 	staleAck uint32
 }
@@ -193,9 +197,6 @@ func NewTCPSYN(cfg TCPSYNConfig) (*TCPSYN, error) {
 		return nil, err
 	}
 	t.sock = sock
-	if t.mtus, err = newRouteMTU(); err != nil {
-		cfg.Logger.Debug("path MTU cache unreadable: a sized probe that meets a signalling smaller MTU counts as lost", "err", err)
-	}
 	for i := 0; i < span && len(t.free) < cfg.Ports; i++ {
 		port := cfg.PortBase + uint16(i)
 		if err := sock.reserve(port); err != nil {
@@ -219,6 +220,12 @@ func NewTCPSYN(cfg TCPSYNConfig) (*TCPSYN, error) {
 	// Hand ports out from the low end first: deterministic flows.
 	for i, j := 0, len(t.free)-1; i < j; i, j = i+1, j-1 {
 		t.free[i], t.free[j] = t.free[j], t.free[i]
+	}
+	if t.mtus, err = newRouteMTU(); err != nil {
+		cfg.Logger.Debug("path MTU cache unreadable", "err", err)
+	}
+	if t.tooBig, err = openTooBigRaw(cfg.Source); err != nil {
+		cfg.Logger.Debug("no socket for packet-too-big errors: a sized probe that meets a signalling smaller MTU may count as lost", "err", err)
 	}
 	return t, nil
 }
@@ -347,6 +354,9 @@ func (t *TCPSYN) probe(ctx context.Context, target Target, sport uint16, timeout
 	defer s.timer.Stop()
 	select {
 	case answer = <-s.ch:
+		if answer.outcome == TooBig {
+			return Result{Outcome: TooBig, MTU: answer.mtu}
+		}
 		return Result{Outcome: answer.outcome, RTT: answer.at.Sub(sentAt)}
 	case <-s.timer.C:
 		lost = true
@@ -379,6 +389,14 @@ func (t *TCPSYN) send(enc *synEncoder, p synPacket) error {
 func (t *TCPSYN) Run(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, t.Close)
 	defer stop()
+	if t.tooBig != nil {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			t.readTooBig(ctx)
+		}()
+		defer func() { <-done }()
+	}
 	dec := newTCPDecoder()
 	buf := make([]byte, 1500)
 	for {
@@ -444,12 +462,56 @@ func (t *TCPSYN) deliver(dec *tcpDecoder, pkt []byte, at time.Time) {
 	}
 }
 
+// readTooBig reads path MTU discovery's errors until the engine closes,
+// and answers the sized probe each quotes.
+func (t *TCPSYN) readTooBig(ctx context.Context) {
+	buf := make([]byte, 1500)
+	for {
+		n, at, err := t.tooBig.recv(buf)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, errClosed) {
+				return
+			}
+			t.RecvErrors.Add(1)
+			time.Sleep(10 * time.Millisecond) // a persistent error must not spin
+			continue
+		}
+		q, mtu, ok := decodeTooBig(buf[:n])
+		if !ok || q.src != t.src {
+			continue // another process's, or not a TCP quote
+		}
+		t.answerTooBig(q, mtu, at)
+	}
+}
+
+// answerTooBig ends the probe in flight that q quotes with TooBig.
+func (t *TCPSYN) answerTooBig(q icmpQuote, mtu int, at time.Time) {
+	i := int(q.sport) - int(t.base)
+	if i < 0 || i >= len(t.slots) || !t.slots[i].reserved {
+		return
+	}
+	s := &t.slots[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.active || s.dst != q.dst || s.dport != q.dport || s.seq != q.seq {
+		return // a trace's, or a probe already over
+	}
+	s.active = false
+	select {
+	case s.ch <- synAnswer{outcome: TooBig, at: at, mtu: mtu}:
+	default:
+	}
+}
+
 // Close releases the socket and the reserved ports. It is safe to call
 // more than once.
 func (t *TCPSYN) Close() {
 	t.closeOnce.Do(func() {
 		if t.sock != nil {
 			t.sock.close()
+		}
+		if t.tooBig != nil {
+			t.tooBig.close()
 		}
 		t.mtus.close()
 	})

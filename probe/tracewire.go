@@ -11,6 +11,10 @@ const (
 	icmpTimeExceeded     = 11
 	icmp6DestUnreachable = 1
 	icmp6TimeExceeded    = 3
+	// Path MTU discovery's: "fragmentation needed and DF set" (a
+	// Destination Unreachable code) and "packet too big".
+	icmpFragNeeded    = 4
+	icmp6PacketTooBig = 2
 )
 
 // icmpQuote is what the tracer needs of an ICMP error: who sent it, what
@@ -51,22 +55,44 @@ func decodeQuote(b []byte) (icmpQuote, bool) {
 	if len(b) > 0 && b[0]>>4 == 6 {
 		return decodeQuote6(b)
 	}
+	q, _, ok := quote4(b)
+	return q, ok && (q.typ == icmpTimeExceeded || q.typ == icmpDestUnreachable)
+}
+
+// decodeTooBig parses an ICMP "fragmentation needed" or ICMPv6 "packet
+// too big" quoting a TCP segment, as decodeQuote does, and the path MTU
+// it carries.
+func decodeTooBig(b []byte) (icmpQuote, int, bool) {
+	if len(b) > 0 && b[0]>>4 == 6 {
+		q, icmp, ok := quote6(b)
+		if !ok || q.typ != icmp6PacketTooBig {
+			return q, 0, false
+		}
+		return q, int(binary.BigEndian.Uint32(icmp[4:])), true
+	}
+	q, icmp, ok := quote4(b)
+	if !ok || q.typ != icmpDestUnreachable || q.code != icmpFragNeeded {
+		return q, 0, false
+	}
+	return q, int(binary.BigEndian.Uint16(icmp[6:])), true
+}
+
+// quote4 parses an IPv4 packet carrying an ICMP error of any type that
+// quotes a TCP segment; it returns the ICMP message too.
+func quote4(b []byte) (icmpQuote, []byte, bool) {
 	var q icmpQuote
 	ihl, ok := ipv4Header(b, 1)
 	if !ok || len(b) < ihl+8 {
-		return q, false
+		return q, nil, false
 	}
 	q.from = netip.AddrFrom4([4]byte(b[12:16]))
 	q.to = netip.AddrFrom4([4]byte(b[16:20]))
 	icmp := b[ihl:]
 	q.typ, q.code = icmp[0], icmp[1]
-	if q.typ != icmpTimeExceeded && q.typ != icmpDestUnreachable {
-		return q, false
-	}
 	inner := icmp[8:]
 	iihl, ok := ipv4Header(inner, 6)
 	if !ok || len(inner) < iihl+8 {
-		return q, false
+		return q, nil, false
 	}
 	q.ipID = binary.BigEndian.Uint16(inner[4:])
 	q.quotedTTL = inner[8]
@@ -77,7 +103,7 @@ func decodeQuote(b []byte) (icmpQuote, bool) {
 	q.dport = binary.BigEndian.Uint16(tcp[2:])
 	q.seq = binary.BigEndian.Uint32(tcp[4:])
 	q.quotedSize = len(inner)
-	return q, true
+	return q, icmp, true
 }
 
 // decodeQuote6 is decodeQuote's IPv6 form: the IPv6 header, 8 bytes of
@@ -85,20 +111,23 @@ func decodeQuote(b []byte) (icmpQuote, bool) {
 // (RFC 4443 quotes as much as fits in 1280 bytes). Our probes carry no
 // extension headers, so a quote with any is not ours and is refused.
 func decodeQuote6(b []byte) (icmpQuote, bool) {
+	q, _, ok := quote6(b)
+	return q, ok && (q.typ == icmp6TimeExceeded || q.typ == icmp6DestUnreachable)
+}
+
+// quote6 is quote4's IPv6 form.
+func quote6(b []byte) (icmpQuote, []byte, bool) {
 	var q icmpQuote
 	if !ipv6Header(b, 58) || len(b) < ipv6HeaderLen+8 {
-		return q, false
+		return q, nil, false
 	}
 	q.from = netip.AddrFrom16([16]byte(b[8:24]))
 	q.to = netip.AddrFrom16([16]byte(b[24:40]))
 	icmp := b[ipv6HeaderLen:]
 	q.typ, q.code = icmp[0], icmp[1]
-	if q.typ != icmp6TimeExceeded && q.typ != icmp6DestUnreachable {
-		return q, false
-	}
 	inner := icmp[8:]
 	if !ipv6Header(inner, 6) || len(inner) < ipv6HeaderLen+8 {
-		return q, false
+		return q, nil, false
 	}
 	q.flowLabel = binary.BigEndian.Uint32(inner[0:]) & 0xfffff
 	q.quotedTTL = inner[7]
@@ -109,7 +138,7 @@ func decodeQuote6(b []byte) (icmpQuote, bool) {
 	q.dport = binary.BigEndian.Uint16(tcp[2:])
 	q.seq = binary.BigEndian.Uint32(tcp[4:])
 	q.quotedSize = len(inner)
-	return q, true
+	return q, icmp, true
 }
 
 // ipv4Header checks that b starts with an IPv4 header of protocol proto

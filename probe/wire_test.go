@@ -3,6 +3,7 @@ package probe
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -549,5 +550,61 @@ func BenchmarkSizedSYNEncode(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestDecodeTooBig: a "fragmentation needed" and a "packet too big"
+// quoting one of our SYNs give its flow and the MTU; a Time Exceeded, a
+// port unreachable and a truncated quote do not.
+func TestDecodeTooBig(t *testing.T) {
+	router := netip.MustParseAddr("192.0.2.254")
+	router6 := netip.MustParseAddr("2001:db8::fe")
+	e := newSYNEncoder()
+	for _, f := range testFamilies {
+		syn, err := e.encode(synPacket{src: f.src, dst: f.dst, sport: 61003, dport: 9808, seq: 77, ttl: 64, size: 1400})
+		if err != nil {
+			t.Fatal(err)
+		}
+		quoted := slices.Clone(syn[:min(len(syn), 600)])
+		msg := func(typ, code uint8, mtu int) []byte {
+			icmp := make([]byte, 8, 8+len(quoted))
+			icmp[0], icmp[1] = typ, code
+			if f.ipv6 {
+				binary.BigEndian.PutUint32(icmp[4:], uint32(mtu))
+			} else {
+				binary.BigEndian.PutUint16(icmp[6:], uint16(mtu))
+			}
+			icmp = append(icmp, quoted...)
+			if f.ipv6 {
+				hdr := make([]byte, 40)
+				hdr[0], hdr[6] = 0x60, 58
+				copy(hdr[8:], router6.AsSlice())
+				copy(hdr[24:], f.src.AsSlice())
+				return append(hdr, icmp...)
+			}
+			hdr := make([]byte, 20)
+			hdr[0], hdr[9] = 0x45, 1
+			copy(hdr[12:], router.AsSlice())
+			copy(hdr[16:], f.src.AsSlice())
+			return append(hdr, icmp...)
+		}
+		tooBig, te, unreach := uint8(icmpDestUnreachable), uint8(icmpTimeExceeded), uint8(icmpDestUnreachable)
+		code := uint8(icmpFragNeeded)
+		if f.ipv6 {
+			tooBig, te, unreach, code = icmp6PacketTooBig, icmp6TimeExceeded, icmp6DestUnreachable, 0
+		}
+		q, mtu, ok := decodeTooBig(msg(tooBig, code, 1300))
+		if !ok || mtu != 1300 || q.src != f.src || q.dst != f.dst || q.sport != 61003 || q.dport != 9808 || q.seq != 77 {
+			t.Errorf("%s: too big: %+v mtu %d ok %v", f.name, q, mtu, ok)
+		}
+		for name, b := range map[string][]byte{
+			"time exceeded":    msg(te, 0, 1300),
+			"port unreachable": msg(unreach, 3, 1300),
+			"truncated":        msg(tooBig, code, 1300)[:50],
+		} {
+			if _, _, ok := decodeTooBig(b); ok {
+				t.Errorf("%s: %s taken for a too big", f.name, name)
+			}
+		}
 	}
 }
