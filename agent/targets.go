@@ -144,7 +144,7 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 				t.mtuSize = a.routeMTU(t.eng.src, tg.Addr)
 			}
 			if t.mtuSize == 0 {
-				a.log.Warn("no large probes: the MTU towards the target is unknown (set probing.pmtu.size)", "peer", tg.Name, "address", tg.Addr.String())
+				a.log.Debug("no large probes: the MTU towards the target is unknown (set probing.pmtu.size)", "peer", tg.Name, "address", tg.Addr.String())
 			}
 		}
 	}
