@@ -35,4 +35,7 @@
       protocols: [{{ join ", " .protocols }}]
       maxTargets: {{ .maxTargets }}
       maxProbesPerSecond: {{ .maxProbesPerSecond }}
+{{- with .pmtu }}
+      pmtu: {every: {{ .every }}}
+{{- end }}
 {{- end }}
