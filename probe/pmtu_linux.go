@@ -14,15 +14,7 @@ import (
 // raw socket without IPV6_RECVERR, which would turn every ICMPv6 error
 // into a failed read of the SYN socket.
 func openTooBigRaw(src netip.Addr) (rawSocket, error) {
-	network := "ip4:icmp"
-	if !src.Is4() {
-		network = "ip6:ipv6-icmp"
-	}
-	r, err := openRaw(network, "tcp_syn pmtu", src, tooBigFilter(!src.Is4()), false)
-	if err != nil {
-		return nil, err // not a nil *linuxRaw inside a non-nil interface
-	}
-	return r, nil
+	return openICMPFiltered(src, "tcp_syn pmtu", tooBigFilter)
 }
 
 // routeMTU asks the kernel's route cache, as `ip route get` shows it,

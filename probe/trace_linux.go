@@ -2,7 +2,11 @@
 
 package probe
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"golang.org/x/net/bpf"
+)
 
 // openICMPRaw opens the tracer's raw ICMP socket on src. A raw ICMP
 // socket is handed a copy of every ICMP message for src (echo replies of
@@ -11,12 +15,18 @@ import "net/netip"
 // Unreachable, the two a traceroute reads, so the reader wakes for
 // nothing else.
 func openICMPRaw(src netip.Addr) (rawSocket, error) {
+	return openICMPFiltered(src, "trace", icmpErrorFilter)
+}
+
+// openICMPFiltered opens a raw ICMP (ICMPv6) socket on src that hears
+// what filter(ipv6) passes; what names it in errors. No HDRINCL: nothing
+// is sent on it.
+func openICMPFiltered(src netip.Addr, what string, filter func(ipv6 bool) []bpf.Instruction) (rawSocket, error) {
 	network := "ip4:icmp"
 	if !src.Is4() {
 		network = "ip6:ipv6-icmp"
 	}
-	// No HDRINCL: the tracer never sends on this socket.
-	r, err := openRaw(network, "trace", src, icmpErrorFilter(!src.Is4()), false)
+	r, err := openRaw(network, what, src, filter(!src.Is4()), false)
 	if err != nil {
 		return nil, err // not a nil *linuxRaw inside a non-nil interface
 	}
