@@ -43,6 +43,22 @@ func withLargeProbes(obs []api.Observations, hops map[string]string, big uint64,
 	return obs
 }
 
+// fabricOf is the fabric view after one round of obs.
+func fabricOf(t *testing.T, hops map[string]string, obs []api.Observations) matrix.Fabric {
+	t.Helper()
+	m, err := matrix.New(matrix.Config{GroupBy: "rack", Hops: hops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range obs {
+		if err := m.Observe(t0, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Localize(t0)
+	return m.Fabric()
+}
+
 // crosses reports whether the named hops go from a straight to b.
 func crosses(names []string, a, b string) bool {
 	for k := 1; k < len(names); k++ {
@@ -80,6 +96,18 @@ func TestPMTUBlackHole(t *testing.T) {
 	}
 	if ev := listed[0].Evidence; ev.Stage != "pmtu" || ev.LossyFlows < 2 || ev.LostProbes != ev.SentProbes {
 		t.Errorf("evidence %+v: want the pmtu stage, the black-holed flows, every large probe lost", ev)
+	}
+	marked := 0
+	for _, l := range fabricOf(t, hops, withLargeProbes(fab.Observations(healthy, 1), hops, 4, black)).Links {
+		if l.Suspect {
+			marked++
+			if l.From != "tor1" || l.To != "spine2" {
+				t.Errorf("the fabric marks %s->%s", l.From, l.To)
+			}
+		}
+	}
+	if marked != 1 {
+		t.Errorf("the fabric marks %d links, want tor1->spine2", marked)
 	}
 	signalled := diagnose(t, hops, withLargeProbes(fab.Observations(healthy, 2), hops, 4, func([]string) uint64 { return 0 }))
 	if l := signalled.Listed(); len(l) != 0 {
