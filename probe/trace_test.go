@@ -253,6 +253,9 @@ func FuzzDecodeQuote(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if q, mtu, ok := decodeTooBig(b); ok && (mtu < 0 || q.src.Is4() && (q.typ != icmpDestUnreachable || q.code != icmpFragNeeded) || !q.src.Is4() && q.typ != icmp6PacketTooBig) {
+			t.Fatalf("took %+v (mtu %d) for a too big", q, mtu)
+		}
 		q, ok := decodeQuote(b)
 		if !ok {
 			return
