@@ -333,12 +333,16 @@ func (t *TCPSYN) probe(ctx context.Context, target Target, sport uint16, timeout
 	}
 	t.encoders.Put(enc)
 	if err != nil && size > 0 && errors.Is(err, syscall.EMSGSIZE) {
-		// Once it has learnt a smaller path MTU the kernel refuses
-		// what does not fit: the network said so before.
-		if mtu := t.mtus.get(t.src, target.Addr); mtu > 0 && mtu < size {
-			answer.outcome = TooBig
-			return Result{Outcome: TooBig, MTU: mtu}
+		// The local path is smaller: a path MTU the kernel learnt, or a
+		// Service VIP DNATed onto an overlay device of smaller MTU,
+		// where the node itself says "fragmentation needed". Said, so
+		// no loss; the MTU when the route cache has it.
+		mtu := t.mtus.get(t.src, target.Addr)
+		if mtu >= size {
+			mtu = 0
 		}
+		answer.outcome = TooBig
+		return Result{Outcome: TooBig, MTU: mtu}
 	}
 	if err != nil {
 		answer.outcome = LocalError
