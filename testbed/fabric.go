@@ -29,6 +29,9 @@ type FabricSpec struct {
 	// Interval is the agents' probe interval; Window the agents' window
 	// and the matrix's.
 	Interval, Window time.Duration
+	// PMTUEvery turns the agents' large probes on (probing.pmtu.every);
+	// 0: off.
+	PMTUEvery int
 	// Families are the address families the agents probe over
 	// (api.FamilyIPv4, api.FamilyIPv6): each agent sends from its
 	// address of each and probes each peer, and the VIP, once per
@@ -104,9 +107,7 @@ func (s FabricSpec) agentProbing() config.Probing {
 		// device in seconds, not after the periodic traces of a few
 		// minutes.
 		Trace: config.TraceProbing{BudgetPerMinute: 600},
-		// Large probes on: a healthy lab (its links' MTU, the overlay's)
-		// must raise no black hole, and the mtu-blackhole fault must.
-		PMTU: config.PMTUProbing{Every: 8},
+		PMTU: config.PMTUProbing{Every: s.PMTUEvery},
 	}
 }
 

@@ -113,7 +113,9 @@ func TestScenarios(t *testing.T) {
 		// racks x 2 nodes, 2 aggregation switches a pod), IPv4, pods
 		// routed: each tier and each kind of link between them named
 		// alone, after a one-minute healthy phase.
-		runSuite(t, suite{families: []string{api.FamilyIPv4}, timeout: 9 * time.Minute, healthy: time.Minute,
+		// Large probes on here only: the dual-stack suite with them left
+		// a cell lossy after a cleared 1% spine (CI, not yet understood).
+		runSuite(t, suite{families: []string{api.FamilyIPv4}, timeout: 9 * time.Minute, healthy: time.Minute, pmtuEvery: 8,
 			shape: func(s *lab.Spec) { s.SuperSpines, s.RacksPerPod, s.Spines, s.Racks, s.NodesPerRack = 2, 2, 2, 4, 2 },
 			scenarios: func(context.Context, *testbed.Fabric) []scenario {
 				return []scenario{
@@ -160,6 +162,8 @@ type suite struct {
 	// overlay, dropEcho and silentRouters are the lab's network kinds
 	// (lab.Spec.Overlay, DropEcho, SilentRouters).
 	overlay, dropEcho, silentRouters bool
+	// pmtuEvery turns the agents' large probes on (probing.pmtu.every).
+	pmtuEvery int
 	// shape, when set, changes the default fabric's shape.
 	shape func(*lab.Spec)
 	// timeout bounds the whole run; healthy is the first phase's length.
@@ -184,7 +188,7 @@ func runSuite(t *testing.T, su suite) {
 	ctx, cancel := context.WithTimeout(context.Background(), su.timeout)
 	defer cancel()
 	r, err := testbed.StartFabric(ctx, testbed.FabricSpec{
-		Lab: spec, Prober: testProber(), Interval: 500 * time.Millisecond, Window: window, Listen: "127.0.0.1:0",
+		Lab: spec, Prober: testProber(), Interval: 500 * time.Millisecond, Window: window, Listen: "127.0.0.1:0", PMTUEvery: su.pmtuEvery,
 		Families: su.families, Out: testWriter{t, &strings.Builder{}},
 	})
 	if err != nil {
