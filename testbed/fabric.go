@@ -107,7 +107,7 @@ func (s FabricSpec) agentProbing() config.Probing {
 		// device in seconds, not after the periodic traces of a few
 		// minutes.
 		Trace: config.TraceProbing{BudgetPerMinute: 600},
-		PMTU: config.PMTUProbing{Every: s.PMTUEvery},
+		PMTU:  config.PMTUProbing{Every: s.PMTUEvery},
 	}
 }
 
