@@ -77,6 +77,14 @@ func hops6(fab *matrixsim.Fabric) map[string]string {
 // diagnose is one round of obs on a new matrix grouped by rack.
 func diagnose(t testing.TB, hops map[string]string, obs []api.Observations) matrix.Diagnosis {
 	t.Helper()
+	_, d := oneRound(t, hops, obs)
+	return d
+}
+
+// oneRound observes obs on a new matrix grouped by rack and localizes
+// once: the matrix, for its views, and the diagnosis.
+func oneRound(t testing.TB, hops map[string]string, obs []api.Observations) (*matrix.Matrix, matrix.Diagnosis) {
+	t.Helper()
 	m, err := matrix.New(matrix.Config{GroupBy: "rack", Hops: hops})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +94,7 @@ func diagnose(t testing.TB, hops map[string]string, obs []api.Observations) matr
 			t.Fatal(err)
 		}
 	}
-	return m.Localize(t0)
+	return m, m.Localize(t0)
 }
 
 // dualStack joins one round's IPv4 reports with another round's, renumbered

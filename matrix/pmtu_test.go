@@ -46,16 +46,7 @@ func withLargeProbes(obs []api.Observations, hops map[string]string, big uint64,
 // fabricOf is the fabric view after one round of obs.
 func fabricOf(t *testing.T, hops map[string]string, obs []api.Observations) matrix.Fabric {
 	t.Helper()
-	m, err := matrix.New(matrix.Config{GroupBy: "rack", Hops: hops})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range obs {
-		if err := m.Observe(t0, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m.Localize(t0)
+	m, _ := oneRound(t, hops, obs)
 	return m.Fabric()
 }
 
