@@ -86,9 +86,6 @@ func (r *Fabric) Agent(name string) (*Agent, bool) {
 // MatrixURL is the base URL of the matrix's page.
 func (r *Fabric) MatrixURL() string { return "http://" + r.hub.Addr().String() + "/" }
 
-// Healthy is when every agent served: windows fill from then.
-func (r *Fabric) Healthy() time.Time { return r.healthy }
-
 // Diagnosis is the matrix's latest diagnosis.
 func (r *Fabric) Diagnosis() matrix.Diagnosis { return r.hub.Diagnosis() }
 
@@ -182,6 +179,19 @@ func (r *Fabric) WaitFor(ctx context.Context, within time.Duration, what string,
 		return r.Diagnosis(), r.Snapshot(), nil
 	}
 	return waitMatrix(ctx, r.spec.Out, r.spec.TTY, within, what, read, cond)
+}
+
+// WaitFilled waits until the matrix has read windows that began after
+// every agent served. Agents start one by one and the lab's VIP balances
+// onto the agents themselves, so until then a VIP flow can meet a node
+// whose agent is not yet listening: refused, which for an lb target is
+// loss, and real, but of the start-up, not of the fabric.
+func (r *Fabric) WaitFilled(ctx context.Context) error {
+	w := r.spec.Window
+	_, err := r.WaitFor(ctx, w+30*time.Second, "a full window", func(_ matrix.Diagnosis, snap matrix.Snapshot) bool {
+		return len(snap.Groups) > 0 && time.Since(snap.Time) < 5*time.Second && snap.Time.Sub(r.healthy) > w
+	})
+	return err
 }
 
 // Close stops the matrix and the agents and removes the fabric and the

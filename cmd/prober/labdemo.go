@@ -69,10 +69,7 @@ func labDemo(ctx context.Context, s testbed.FabricSpec, fault lab.Fault, within 
 		return err
 	}
 	fmt.Fprintf(out, "==> healthy fabric: filling the agents' %s windows\n", s.Window)
-	filled := func(_ matrix.Diagnosis, snap matrix.Snapshot) bool {
-		return len(snap.Groups) > 0 && time.Since(snap.Time) < 5*time.Second && snap.Time.Sub(r.Healthy()) > s.Window
-	}
-	if _, err := r.WaitFor(ctx, s.Window+30*time.Second, "a full window", filled); err != nil {
+	if err := r.WaitFilled(ctx); err != nil {
 		return err
 	}
 	drawHeatmap(out, r.Snapshot(), api.PathNodeToNode, api.ProtocolTCPSYN, s.TTY)
