@@ -399,6 +399,7 @@ func (c *Agent) TCPSYNConfig(src netip.Addr) probe.TCPSYNConfig {
 		Source:   src,
 		PortBase: uint16(min(max(c.Probing.SourcePortBase, 0), math.MaxUint16)),
 		Ports:    c.Probing.SourcePorts(),
+		Sized:    c.Probing.PMTU.Every > 0,
 	}
 }
 

@@ -88,6 +88,13 @@ func TestTCPSYNLoopback(t *testing.T) {
 				if r := e.Probe(context.Background(), Target{Addr: lo.addr, Port: closed}, sport, time.Second); r.Outcome != Refused {
 					t.Errorf("closed port from %d: got %v err %v, want refused", sport, r.Outcome, r.Err)
 				}
+				// Padded: the SYN-ACK acknowledges the SYN alone, a closed
+				// port's RST the padding too; both are answers.
+				for _, port := range []uint16{open, closed} {
+					if r := e.ProbeSized(context.Background(), Target{Addr: lo.addr, Port: port}, sport, time.Second, 1400); r.Outcome != map[uint16]Outcome{open: OK, closed: Refused}[port] {
+						t.Errorf("1,400 bytes to port %d from %d: got %v err %v", port, sport, r.Outcome, r.Err)
+					}
+				}
 			}
 			if r := e.Probe(context.Background(), Target{Addr: lo.addr, Port: open}, 9, time.Second); r.Outcome != LocalError {
 				t.Errorf("unreserved source port: got %v, want local_error", r.Outcome)

@@ -41,7 +41,7 @@ func TestProbeSizedOnTheLab(t *testing.T) {
 			target := probe.Target{Addr: fam.dst, Port: traceLabPort}
 			var e *probe.TCPSYN
 			if err := lab.Do(src.Namespace, func() (err error) {
-				e, err = probe.NewTCPSYN(probe.TCPSYNConfig{Source: fam.src, PortBase: 62100, Ports: 4})
+				e, err = probe.NewTCPSYN(probe.TCPSYNConfig{Source: fam.src, PortBase: 62100, Ports: 4, Sized: true})
 				return err
 			}); err != nil {
 				t.Fatal(err)

@@ -78,6 +78,7 @@ type synSlot struct {
 	dst      netip.Addr
 	dport    uint16
 	seq      uint32
+	pad      uint32 // the probe's padding (synPadding): a RST acknowledges it
 	sentAt   time.Time
 	ch       chan synAnswer
 	// timer bounds the wait of the probe in flight: one per flow, reset
@@ -161,7 +162,11 @@ type TCPSYNConfig struct {
 	// scanning upwards from PortBase and skipping ports in use.
 	PortBase uint16
 	Ports    int
-	Logger   *slog.Logger
+	// Sized opens what ProbeSized hears a signalled smaller path MTU
+	// with: a raw ICMP socket and the route cache. Without it a sized
+	// probe that meets one reads as lost.
+	Sized  bool
+	Logger *slog.Logger
 }
 
 // Check reports every field out of range to bad, by field name: source,
@@ -220,6 +225,9 @@ func NewTCPSYN(cfg TCPSYNConfig) (*TCPSYN, error) {
 	// Hand ports out from the low end first: deterministic flows.
 	for i, j := 0, len(t.free)-1; i < j; i, j = i+1, j-1 {
 		t.free[i], t.free[j] = t.free[j], t.free[i]
+	}
+	if !cfg.Sized {
+		return t, nil
 	}
 	if t.mtus, err = newRouteMTU(); err != nil {
 		cfg.Logger.Debug("path MTU cache unreadable", "err", err)
@@ -298,7 +306,7 @@ func (t *TCPSYN) probe(ctx context.Context, target Target, sport uint16, timeout
 	default:
 	}
 	stale, nStale := s.staleRSTs(target.Addr, target.Port, time.Now())
-	s.active, s.dst, s.dport, s.seq = true, target.Addr, target.Port, rand.Uint32()
+	s.active, s.dst, s.dport, s.seq, s.pad = true, target.Addr, target.Port, rand.Uint32(), synPadding(t.src, size)
 	s.lastDst, s.lastDport = target.Addr, target.Port
 	seq := s.seq
 	s.mu.Unlock()
@@ -449,9 +457,9 @@ func (t *TCPSYN) deliver(dec *tcpDecoder, pkt []byte, at time.Time) {
 	switch {
 	case r.syn && r.ackFlag && r.ack == s.seq+1:
 		a.outcome = OK
-	case r.rst && (!r.ackFlag || r.ack == s.seq+1):
+	case r.rst && (!r.ackFlag || r.ack == s.seq+1 || r.ack == s.seq+1+s.pad):
 		a.outcome = Refused
-	case r.ackFlag && !r.syn && !r.rst && r.ack != s.seq+1:
+	case r.ackFlag && !r.syn && !r.rst && r.ack != s.seq+1 && r.ack != s.seq+1+s.pad:
 		// An out-of-window ACK from a stale half-open entry (see TCPSYN).
 		a.outcome, a.staleAck = OK, r.ack
 	default:

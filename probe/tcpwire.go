@@ -63,6 +63,18 @@ const (
 // MaxProbeSize is the largest packet ProbeSized sends: a jumbo frame.
 const MaxProbeSize = 9216
 
+// synPadding is the zero bytes a SYN from src carries to be size bytes
+// of IP packet: 0 at or below a bare SYN's headers. A closed port's RST
+// acknowledges them with the SYN (RFC 9293: SEG.SEQ + SEG.LEN), a
+// SYN-ACK without Fast Open only the SYN.
+func synPadding(src netip.Addr, size int) uint32 {
+	hdr := ipv4HeaderLen + synHeaderLen
+	if !src.Is4() {
+		hdr = ipv6HeaderLen + synHeaderLen
+	}
+	return uint32(max(min(size, MaxProbeSize)-hdr, 0))
+}
+
 var errFamily = errors.New("tcp_syn: source and destination are not both IPv4 or both IPv6")
 
 // encode returns the wire bytes of p. The slice is valid until the next
@@ -104,12 +116,8 @@ func (e *synEncoder) encode(p synPacket) ([]byte, error) {
 	} else {
 		e.tcp.Options, e.tcp.Window = e.opts[:], 64240
 	}
-	hdr := ipv4HeaderLen + synHeaderLen
-	if !p.src.Is4() {
-		hdr = ipv6HeaderLen + synHeaderLen
-	}
-	if n := min(p.size, MaxProbeSize) - hdr; n > 0 && !p.rst {
-		if cap(e.pad) < n {
+	if n := synPadding(p.src, p.size); n > 0 && !p.rst {
+		if cap(e.pad) < int(n) {
 			e.pad = make(gopacket.Payload, n)
 		}
 		e.pad = e.pad[:n]
