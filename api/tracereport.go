@@ -4,12 +4,15 @@ package api
 // it): flows grouped by path, and the hops where a lossy flow's break
 // starts. Its JSON is `prober trace --json`'s and the trace view's.
 type TraceReport struct {
-	Host            string               `json:"host"`
-	Target          string               `json:"target"`
-	Port            uint16               `json:"port"`
-	Source          string               `json:"source"`
-	Flows           int                  `json:"flowCount"`
-	ProbesPerHop    int                  `json:"probesPerHop"`
+	Host         string `json:"host"`
+	Target       string `json:"target"`
+	Port         uint16 `json:"port"`
+	Source       string `json:"source"`
+	Flows        int    `json:"flowCount"`
+	ProbesPerHop int    `json:"probesPerHop"`
+	// ProbeSize is the IP packet size of padded probes (prober trace
+	// --size); 0: bare SYNs.
+	ProbeSize       int                  `json:"probeSize,omitempty"`
 	DurationSeconds float64              `json:"durationSeconds"`
 	Paths           []TraceReportPath    `json:"paths"`
 	Suspects        []TraceReportSuspect `json:"suspects"`

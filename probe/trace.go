@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -58,6 +59,12 @@ type TraceConfig struct {
 	// probes.
 	Retries  int
 	RetryGap time.Duration
+	// Size pads each probe to Size bytes of IP packet (0: a bare SYN),
+	// Don't Fragment as on every SYN: a trace of large probes ends at the
+	// last hop a packet of that size reaches, where a path MTU black
+	// hole swallows the rest. A size above the first hop's MTU fails to
+	// send.
+	Size int
 }
 
 // Trace defaults: data-center paths are a handful of hops.
@@ -103,7 +110,7 @@ func (c *TraceConfig) SetDefaults() {
 
 // Check reports every field of a defaulted TraceConfig that is out of
 // range to bad, by field name: maxTTL, probes, timeout, rate, retries,
-// concurrency. It is the one definition of the ranges: Trace runs it, and
+// concurrency, retryGap, size. It is the one definition of the ranges: Trace runs it, and
 // so do config's validation and the trace command, which map the names
 // to their own fields and flags.
 func (c TraceConfig) Check(bad func(field, format string, args ...any)) {
@@ -127,6 +134,9 @@ func (c TraceConfig) Check(bad func(field, format string, args ...any)) {
 	}
 	if c.RetryGap <= 0 {
 		bad("retryGap", "%s must be positive", c.RetryGap)
+	}
+	if c.Size < 0 || c.Size > MaxProbeSize {
+		bad("size", "%d not in 0..%d", c.Size, MaxProbeSize)
 	}
 }
 
@@ -371,7 +381,7 @@ type traceRun struct {
 func (tr *Tracer) traceFlow(ctx context.Context, target Target, sport uint16, cfg TraceConfig, run traceRun) (FlowTrace, error) {
 	fr := &flowRun{
 		tr: tr, sport: sport, dst: target.Addr, dport: target.Port, nonce: uint16(rand.Uint32()),
-		timeout: cfg.Timeout, wake: make(chan struct{}, 1),
+		timeout: cfg.Timeout, size: cfg.Size, wake: make(chan struct{}, 1),
 		probes: make([][]probeRec, cfg.MaxTTL),
 	}
 	fr.flowLabel = FlowLabel(netip.AddrPortFrom(tr.syn.src, sport), netip.AddrPortFrom(target.Addr, target.Port))
@@ -530,8 +540,14 @@ func (tr *Tracer) send(enc *synEncoder, fr *flowRun, ttl, round int) error {
 			return err
 		}
 	}
-	p.seq, p.ipID, p.rst = seq, traceIPID(uint8(ttl), uint8(round)), false
-	return tr.syn.send(enc, p)
+	p.seq, p.ipID, p.rst, p.size = seq, traceIPID(uint8(ttl), uint8(round)), false, fr.size
+	if err := tr.syn.send(enc, p); err != nil {
+		if fr.size > 0 && errors.Is(err, syscall.EMSGSIZE) {
+			return fmt.Errorf("%d-byte probes do not fit the route to %s: %w", fr.size, fr.dst, err)
+		}
+		return err
+	}
+	return nil
 }
 
 // pacer spaces sends evenly at a rate shared by every flow of a Trace.

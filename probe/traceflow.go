@@ -18,6 +18,7 @@ type flowRun struct {
 	nonce        uint16
 	flowLabel    uint32 // IPv6: what every probe of the flow carries (FlowLabel)
 	timeout      time.Duration
+	size         int           // of each SYN's IP packet: TraceConfig.Size
 	wake         chan struct{} // cap 1: an outstanding probe was answered
 
 	mu          sync.Mutex
@@ -237,7 +238,15 @@ func (fr *flowRun) tcpAnswer(r tcpReply, at time.Time) {
 	}
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
-	if p, ttl := fr.match(r.ack-1, at, &syn.Unmatched); p != nil {
+	seq := r.ack - 1
+	if pad := synPadding(syn.src, fr.size); r.rst && pad > 0 {
+		// A closed port acknowledges the padding too; an open one's
+		// SYN-ACK, the SYN alone.
+		if nonce, _, _ := splitSeq(seq - pad); nonce == fr.nonce {
+			seq -= pad
+		}
+	}
+	if p, ttl := fr.match(seq, at, &syn.Unmatched); p != nil {
 		fr.answer(p, ttl, r.src, answerDestination, at)
 	}
 }

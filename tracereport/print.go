@@ -12,8 +12,12 @@ import (
 
 // Print writes the report for a person, as `prober trace` prints it.
 func Print(w io.Writer, r Report) {
-	fmt.Fprintf(w, "trace to %s (%s) port %d from %s: %d flows, %d probes per hop, %d distinct paths, %s\n",
-		r.Host, r.Target, r.Port, r.Source, r.Flows, r.ProbesPerHop, len(r.Paths), time.Duration(r.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
+	size := ""
+	if r.ProbeSize > 0 {
+		size = fmt.Sprintf(" of %d bytes", r.ProbeSize)
+	}
+	fmt.Fprintf(w, "trace to %s (%s) port %d from %s: %d flows, %d probes%s per hop, %d distinct paths, %s\n",
+		r.Host, r.Target, r.Port, r.Source, r.Flows, r.ProbesPerHop, size, len(r.Paths), time.Duration(r.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
 	for i, p := range r.Paths {
 		mark := ""
 		if len(p.LossyPorts) > 0 {

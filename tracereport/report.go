@@ -19,8 +19,10 @@ type Trace struct {
 	Source       netip.Addr
 	Port         uint16
 	ProbesPerHop int
-	Duration     time.Duration
-	Flows        []probe.FlowTrace
+	// ProbeSize is the probes' padded size (probe.TraceConfig.Size).
+	ProbeSize int
+	Duration  time.Duration
+	Flows     []probe.FlowTrace
 	// Known is, by source port, what the matrix holds of each flow: its
 	// probes over the agent's window, which the inference adds to the
 	// trace's handful, and the path its earlier traces found, which
@@ -41,7 +43,7 @@ func New(tr Trace, cfg matrix.Config) (Report, error) {
 	fts := tr.Flows
 	rep := Report{
 		Host: tr.Host, Target: tr.Target.String(), Port: tr.Port, Source: tr.Source.String(), Flows: len(fts),
-		ProbesPerHop: tr.ProbesPerHop, DurationSeconds: tr.Duration.Seconds(), Paths: []Path{}, Suspects: []Suspect{}, FlowList: []Flow{},
+		ProbesPerHop: tr.ProbesPerHop, ProbeSize: tr.ProbeSize, DurationSeconds: tr.Duration.Seconds(), Paths: []Path{}, Suspects: []Suspect{}, FlowList: []Flow{},
 		Inferred: []matrix.FlowSuspect{},
 	}
 	name := nameOf(cfg)

@@ -21,7 +21,7 @@ import (
 	"github.com/netprober/prober/tracereport"
 )
 
-const traceSynopsis = "[-4|-6] [--flows N] [--port P] [--probes K] [--max-ttl T] [--json] [--source ADDR] [--matrix-config FILE] HOST"
+const traceSynopsis = "[-4|-6] [--flows N] [--port P] [--probes K] [--max-ttl T] [--size BYTES] [--json] [--source ADDR] [--matrix-config FILE] HOST"
 
 // traceFlags names the flag of each probe.TraceConfig field that has one.
 var traceFlags = map[string]string{"maxTTL": "max-ttl", "concurrency": "flows"}
@@ -36,6 +36,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	retries := fs.Int("retries", probe.DefaultTraceRetries, "at most this many extra rounds, a second apart, for hops still in doubt (routers rate-limit ICMP); a flow stops once none is")
 	rate := fs.Float64("rate", probe.DefaultTraceRate, "probes per second, all flows together")
 	timeout := fs.Duration("timeout", probe.DefaultTraceTimeout, "how long an answer may take")
+	size := fs.Int("size", 0, "pad each probe to this many bytes of IP packet, Don't Fragment (0: bare SYNs): flows end at the last hop a packet of that size reaches, where a path MTU black hole drops it; at most the first hop's MTU")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	source := fs.String("source", "", "source address (default: the one routing picks for HOST)")
 	sportBase := fs.Int("sport-base", 64000, "first source port to reserve; ports in use are skipped")
@@ -62,7 +63,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *probes < 1 || *maxTTL < 1 || *rate <= 0 || *timeout <= 0 {
 		errs = append(errs, "--probes, --max-ttl, --rate and --timeout must be positive")
 	}
-	cfg := probe.TraceConfig{MaxTTL: *maxTTL, Probes: *probes, Retries: *retries, Rate: *rate, Timeout: *timeout, Concurrency: *flows}
+	cfg := probe.TraceConfig{MaxTTL: *maxTTL, Probes: *probes, Retries: *retries, Rate: *rate, Timeout: *timeout, Concurrency: *flows, Size: *size}
 	cfg.SetDefaults()
 	cfg.Check(func(field, format string, args ...any) {
 		errs = append(errs, fmt.Sprintf("--%s: %s", cmp.Or(traceFlags[field], field), fmt.Sprintf(format, args...)))
@@ -144,7 +145,11 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 
 	start := time.Now()
-	stopProgress := progress(stderr, fmt.Sprintf("tracing %d flows to %s:%d", *flows, dst, *port), start, time.Second)
+	what := fmt.Sprintf("tracing %d flows to %s:%d", *flows, dst, *port)
+	if *size > 0 {
+		what += fmt.Sprintf(" with %d-byte probes", *size)
+	}
+	stopProgress := progress(stderr, what, start, time.Second)
 	fts, err := tr.Trace(ctx, probe.Target{Addr: dst, Port: uint16(*port)}, sports, cfg)
 	stopProgress()
 	if err != nil {
@@ -153,7 +158,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	rep, err := tracereport.New(tracereport.Trace{
 		Host: host, Target: dst, Source: src, Port: uint16(*port),
-		ProbesPerHop: cfg.Probes, Duration: time.Since(start), Flows: fts, At: time.Now(),
+		ProbesPerHop: cfg.Probes, ProbeSize: cfg.Size, Duration: time.Since(start), Flows: fts, At: time.Now(),
 	}, mcfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "prober trace: %v\n", err)

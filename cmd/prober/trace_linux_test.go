@@ -270,3 +270,69 @@ func TestTraceInfersLossyLink(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceSizedEndsAtBlackHole: spine2 drops what is longer than 1,200
+// bytes towards tor2 and tells no sender. 1,400-byte probes (--size)
+// reach n21 over the other spines and end at spine2 over it, the last
+// hop a large packet reaches, where the trace's inference names spine2
+// or its link; bare SYNs reach n21 over every spine. A size above the
+// first hop's MTU is refused with the route in the message.
+func TestTraceSizedEndsAtBlackHole(t *testing.T) {
+	const flows, base = 12, 63300
+	l := upTraceCmdLab(t, flows, base, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := l.f.Inject(ctx, lab.Fault{Kind: lab.FaultMTUBlackhole, From: "spine2", To: "tor2", MTU: 1200}); err != nil {
+		t.Fatal(err)
+	}
+	hops := l.f.Hops()
+	args := []string{"--flows", strconv.Itoa(flows), "--sport-base", strconv.Itoa(base), "--port", "9808", "--json", l.dst.Addr.String()}
+	// Large first: the routers' ICMP rate limits start full.
+	sized := l.report(t, ctx, append([]string{"--size", "1400"}, args...)...)
+	plain := l.report(t, ctx, args...)
+	for _, fl := range plain.Flows {
+		if fl.Lossy {
+			t.Errorf("bare SYNs: flow %d lossy; small packets pass the black hole", fl.SourcePort)
+		}
+	}
+	via := l.crossed(t) // the bare SYNs' spines: the large ones die before the counters
+	through, ending := 0, 0
+	for _, fl := range sized.Flows {
+		last := ""
+		for _, a := range slices.Backward(fl.Hops) {
+			if a != "" {
+				last = hops[a]
+				break
+			}
+		}
+		switch {
+		case via[fl.SourcePort] == "spine2":
+			through++
+			if !fl.Lossy || last != "" && last != "spine2" {
+				t.Errorf("1,400 bytes over spine2: flow %d lossy %v, hops %q; want lossy, ending at spine2", fl.SourcePort, fl.Lossy, fl.Hops)
+			}
+			if last == "spine2" {
+				ending++
+			}
+		case fl.Lossy:
+			t.Errorf("1,400 bytes over %s: flow %d lossy", via[fl.SourcePort], fl.SourcePort)
+		}
+	}
+	t.Logf("%d flows over spine2, %d heard to end there; inferred %d", through, ending, len(sized.Inferred))
+	if through == 0 || ending == 0 {
+		t.Fatalf("%d flows crossed spine2, %d of them seen to end there; want some", through, ending)
+	}
+	if len(sized.Inferred) == 0 {
+		t.Errorf("nothing inferred from %d flows ending at spine2 (unlocated %+v)", through, sized.Unlocated)
+	}
+	for _, s := range sized.Inferred {
+		if !slices.ContainsFunc(s.Addresses, func(a string) bool { return hops[a] == "spine2" }) {
+			t.Errorf("inferred %s %s %v, not spine2 or a link of it", s.Kind, s.Name, s.Addresses)
+		}
+	}
+
+	_, errOut, err := l.trace(t, ctx, "--size", "1600", "--flows", "1", "--sport-base", strconv.Itoa(base), "--port", "9808", l.dst.Addr.String())
+	if err == nil || !strings.Contains(errOut, "1600-byte probes do not fit the route to "+l.dst.Addr.String()) {
+		t.Errorf("--size 1600 over a 1,500-byte first hop: err %v, stderr %q; want the route named", err, errOut)
+	}
+}
