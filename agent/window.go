@@ -29,6 +29,7 @@ type sample struct {
 	at      int64 // Unix nanoseconds: 8 bytes, where a time.Time is 24
 	rtt     time.Duration
 	outcome probe.Outcome
+	mtu     uint16 // with TooBig: the path MTU the network said, 0 unknown
 }
 
 // minWindowSamples is a new ring's size; maxWindowSamples bounds every
@@ -48,7 +49,7 @@ func (w *window) add(at time.Time, r probe.Result) {
 	if w.count == len(w.ring) && len(w.ring) < w.max && ns-w.ring[w.next].at < int64(w.span) {
 		w.grow()
 	}
-	w.ring[w.next] = sample{at: ns, outcome: r.Outcome, rtt: r.RTT}
+	w.ring[w.next] = sample{at: ns, outcome: r.Outcome, rtt: r.RTT, mtu: uint16(min(max(r.MTU, 0), 65535))}
 	w.next = (w.next + 1) % len(w.ring)
 	w.count = min(w.count+1, len(w.ring))
 	w.last, w.any = r.Outcome, true
@@ -89,6 +90,7 @@ func (w *window) stats(since time.Time, rtts []float64) (api.Stats, []float64) {
 			st.Lost++
 		case probe.TooBig: // the network said so: no loss
 			st.Sent++
+			st.PathMTU = minMTU(st.PathMTU, s.mtu)
 		case probe.LocalError:
 			st.Errors++
 		}
@@ -98,6 +100,14 @@ func (w *window) stats(since time.Time, rtts []float64) (api.Stats, []float64) {
 		st.LastResult = w.last.String()
 	}
 	return st, rtts
+}
+
+// minMTU is the smaller of two path MTUs, 0 being none known.
+func minMTU(a, b uint16) uint16 {
+	if a == 0 || b != 0 && b < a {
+		return b
+	}
+	return a
 }
 
 // finish fills the ratio and RTT quantiles of st from the answered RTTs.

@@ -87,3 +87,34 @@ func TestWindowGrows(t *testing.T) {
 		})
 	}
 }
+
+// TestWindowPathMTU: a "too big" is sent, not lost, and the window says
+// the smallest path MTU any said while it is inside the window; one
+// without an MTU (unknown) changes nothing.
+func TestWindowPathMTU(t *testing.T) {
+	t.Parallel()
+	w := newWindow(10*time.Second, time.Second)
+	t0 := time.Unix(1000, 0)
+	for i, r := range []probe.Result{
+		{Outcome: probe.TooBig, MTU: 1300}, // leaves the window
+		{Outcome: probe.TooBig, MTU: 1400},
+		{Outcome: probe.OK, RTT: time.Millisecond},
+		{Outcome: probe.TooBig},
+		{Outcome: probe.TooBig, MTU: 1450},
+	} {
+		w.add(t0.Add(time.Duration(i)*5*time.Second), r)
+	}
+	st, _ := w.stats(t0.Add(time.Second), nil)
+	if st.Sent != 4 || st.Lost != 0 || st.PathMTU != 1400 {
+		t.Errorf("sent %d lost %d path MTU %d, want 4 0 1400", st.Sent, st.Lost, st.PathMTU)
+	}
+	if st, _ := w.stats(t0.Add(12*time.Second), nil); st.PathMTU != 1450 {
+		t.Errorf("path MTU %d once 1,400 left the window, want 1450", st.PathMTU)
+	}
+	if got := minMTU(0, 1500); got != 1500 {
+		t.Errorf("minMTU(0, 1500) = %d", got)
+	}
+	if got := minMTU(1280, 0); got != 1280 {
+		t.Errorf("minMTU(1280, 0) = %d", got)
+	}
+}

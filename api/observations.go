@@ -88,6 +88,10 @@ type Stats struct {
 	RTTP99     float64 `json:"rttP99Seconds"`
 	Errors     uint64  `json:"errors,omitempty"` // local errors, not loss
 	LastResult string  `json:"lastResult,omitempty"`
+	// PathMTU is the smallest path MTU a "fragmentation needed" /
+	// "packet too big" said in the window (tcp_syn_mtu): discovery
+	// works and that is the size that passes. 0: none said.
+	PathMTU uint16 `json:"pathMTU,omitempty"`
 }
 
 // Flow is one fixed 5-tuple towards a target.

@@ -48,6 +48,10 @@ type Cell struct {
 	// does not answer the protocol (api.Protocol.NotAnswering): ICMP
 	// echo a firewall drops. No data, never loss.
 	NotAnswering uint64 `json:"notAnswering,omitempty"`
+	// PathMTU is the smallest path MTU the network said to the cell's
+	// large probes (tcp_syn_mtu, Stats.PathMTU): discovery works and
+	// that size passes. 0: none said.
+	PathMTU uint16 `json:"pathMTU,omitempty"`
 }
 
 // AgentStates are the values of AgentStatus.State.

@@ -444,7 +444,8 @@ function onGridHover(e) {
   const V = S.idx.views.get(viewKey(S.view)), F = V.fam;
   const [r, c] = cellPos(el);
   const x = V.cells[V.at[r * F.cols.length + c]];
-  if (x) el.title = `${x.source} → ${x.target} (${V.protocol})\n${x.lost} lost of ${x.sent} (${pct(x.lossRatio)})\nRTT p50 ${ms(x.rttP50Seconds)}, p99 ≤ ${ms(x.rttP99Seconds)}\nclick to trace`;
+  const mtu = x && x.pathMTU ? `\npath MTU ${x.pathMTU} bytes (the network said so: discovery works)` : "";
+  if (x) el.title = `${x.source} → ${x.target} (${V.protocol})\n${x.lost} lost of ${x.sent} (${pct(x.lossRatio)})\nRTT p50 ${ms(x.rttP50Seconds)}, p99 ≤ ${ms(x.rttP99Seconds)}${mtu}\nclick to trace`;
 }
 // applyHighlight outlines the highlighted cells in the grid without rebuilding it.
 function applyHighlight() {

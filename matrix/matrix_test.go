@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +125,34 @@ func TestSnapshotRollsUpAndIgnoresStale(t *testing.T) {
 	m.Forget("a1")
 	if s := m.Snapshot(t0); len(s.Cells) != 1 {
 		t.Errorf("after Forget(a1): cells = %+v, want only a2's", s.Cells)
+	}
+}
+
+// TestSnapshotPathMTU: a group cell carries the smallest path MTU its
+// pairs were told, a pair told none leaving it as it is.
+func TestSnapshotPathMTU(t *testing.T) {
+	t.Parallel()
+	m, err := New(Config{GroupBy: "rack", Window: time.Minute, Cells: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := func(name string, mtu uint16) api.Target {
+		tg := target(name, "r2", 10, 0, 0.001)
+		tg.Protocols[0].Protocol, tg.Protocols[0].PathMTU = api.ProtocolTCPSYNMTU, mtu
+		return tg
+	}
+	must(t, m.Observe(t0, report("a1", "r1", told("b1", 1400), told("b2", 0))))
+	must(t, m.Observe(t0, report("a2", "r1", told("b1", 1300))))
+	s := m.Snapshot(t0)
+	if len(s.Groups) != 1 || s.Groups[0].PathMTU != 1300 || s.Groups[0].Lost != 0 {
+		t.Errorf("groups %+v, want one r1->r2 cell, path MTU 1300, nothing lost", s.Groups)
+	}
+	mtus := map[string]uint16{}
+	for _, c := range s.Cells {
+		mtus[c.Source+"->"+c.Target] = c.PathMTU
+	}
+	if want := map[string]uint16{"a1->b1": 1400, "a1->b2": 0, "a2->b1": 1300}; !maps.Equal(mtus, want) {
+		t.Errorf("pairs' path MTUs %v, want %v", mtus, want)
 	}
 }
 

@@ -39,7 +39,7 @@ func (m *Matrix) Snapshot(now time.Time) Snapshot {
 				c := Cell{
 					Source: a.name, Target: t.name, Path: t.path, Protocol: p.protocol, Family: t.family,
 					Sent: p.stats.Sent, Lost: p.stats.Lost, LossRatio: p.stats.LossRatio,
-					RTTP50: p.stats.RTTP50, RTTP99: p.stats.RTTP99,
+					RTTP50: p.stats.RTTP50, RTTP99: p.stats.RTTP99, PathMTU: p.stats.PathMTU,
 				}
 				if p.notAnswering {
 					c.NotAnswering = 1
@@ -54,6 +54,9 @@ func (m *Matrix) Snapshot(now time.Time) Snapshot {
 				g.Sent += c.Sent
 				g.Lost += c.Lost
 				g.NotAnswering += c.NotAnswering
+				if c.PathMTU > 0 && (g.PathMTU == 0 || c.PathMTU < g.PathMTU) {
+					g.PathMTU = c.PathMTU
+				}
 				if w := float64(c.Sent - c.Lost); w > 0 && c.RTTP50 > 0 {
 					g.RTTP50 += w * c.RTTP50
 					g.rttWeight += w
