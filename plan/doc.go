@@ -1,15 +1,14 @@
 // Package plan computes who probes whom. It imports only the standard
-// library and is pure: the same peers, in any order, give the same plans,
-// so two matrix replicas (or every agent) compute identical plans.
+// library and api (whose Peer and AgentPlan are its input and output on
+// the wire) and is pure: the same peers, in any order, give the same
+// plans, so two matrix replicas compute identical plans.
 //
-// Plan is the per-agent Pingmesh plan the agent computes today: every node
-// of its own rack, node i of every other rack (i its own index in its
-// rack), and every load-balancer target. Its load grows with the rack and
-// the number of racks, and its cap silently drops targets: with no rack
-// label every node falls into one group and above ~300 nodes most nodes
-// are never probed (issue 14).
+// Before it, each agent computed its own Pingmesh plan (every node of
+// its rack, node i of every other rack): its load grew with the racks,
+// and its cap silently dropped targets, so with no rack label above ~300
+// nodes most nodes were never probed (issue 14).
 //
-// Build computes the whole cluster's plan at once (issue 14), with
+// Build computes the whole cluster's plan at once, in the matrix, with
 // guarantees at any size and whatever the labels:
 //
 //   - Classes. Node agents probe node agents (node_to_node). Pod agents

@@ -18,12 +18,19 @@
 //   - StartFabric builds a fabric with a node-class agent on every node,
 //     a pod-class agent in every pod (like the two DaemonSets) and the
 //     matrix in this process; WaitFor watches its diagnosis.
+//     WaitFilled waits until its windows hold nothing of the start-up.
 //   - StartPrometheus runs Debian's prometheus in a lab namespace, and
-//     PromClient queries it.
+//     PromClient queries it; StartCoreDNS runs CoreDNS there, a DNS
+//     server for the DNS probes to ask.
+//   - StartCluster, the biggest: a real Kubernetes cluster on the fabric
+//     (containerd, kubelet and kube-proxy on every node, the control
+//     plane behind the LB's VIP, images built from this checkout), on
+//     which deploy/ runs as a user would apply it; TestCluster drives it
+//     through the incident seeds.
 //
 // What to start is said by exported spec types (FabricSpec, AgentSpec,
-// ProcessSpec, PrometheusSpec); what runs (Fabric, Agent, Process,
-// Prometheus) keeps its state unexported behind methods. Every Start
+// ProcessSpec, PrometheusSpec, CoreDNSSpec, ClusterSpec); what runs
+// (Fabric, Agent, Process, Prometheus, CoreDNS, Cluster) keeps its state unexported behind methods. Every Start
 // function removes what it started when it fails, and every running thing
 // has a Close that stops it, by the pid it was started with, and removes
 // its files. Starting needs Linux and root (see
