@@ -56,7 +56,7 @@ func (a *Agent) serveTrace(w http.ResponseWriter, r *http.Request) {
 	// may take most of it.
 	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(requestTraceCap + 10*time.Second))
 	q := r.URL.Query()
-	res, err := a.paths.traceNow(r.Context(), q.Get("target"), q.Get("family"))
+	res, err := a.paths.traceNow(r.Context(), q.Get("target"), q.Get("family"), q.Get(api.TraceLarge) == "1")
 	if err != nil {
 		var rf *refusal
 		if !errors.As(err, &rf) {
@@ -83,8 +83,10 @@ func (a *Agent) serveTrace(w http.ResponseWriter, r *http.Request) {
 // path, and keeps the paths as a periodic trace would. It draws one token
 // a flow from the budget the periodic traces use, and runs one at a time:
 // an operator's clicks must not flood the switches' ICMP engines either.
-// A refusal is a *refusal.
-func (p *paths) traceNow(ctx context.Context, name, family string) (api.TraceResult, error) {
+// Large, it pads each probe to the target's large probes' size: the
+// flows end where a path MTU black hole swallows them, and as those are
+// not the flows' paths they are not kept. A refusal is a *refusal.
+func (p *paths) traceNow(ctx context.Context, name, family string, large bool) (api.TraceResult, error) {
 	var res api.TraceResult
 	if name == "" || len(name) > api.MaxString {
 		return res, refuse(http.StatusBadRequest, "target: a target name is required: ?target=NAME&family=ipv4|ipv6")
@@ -99,6 +101,9 @@ func (p *paths) traceNow(ctx context.Context, name, family string) (api.TraceRes
 	n := len(t.ports)
 	if n == 0 {
 		return res, refuse(http.StatusNotFound, "target %s (%s) has no tcp_syn flows", name, key.family)
+	}
+	if large && t.mtuSize == 0 {
+		return res, refuse(http.StatusConflict, "target %s (%s) gets no large probes here (probing.pmtu off, or the MTU towards it unknown): nothing to trace large", name, key.family)
 	}
 	if n > p.cfg.BudgetPerMinute {
 		return res, refuse(http.StatusConflict, "target %s has %d flows, more traces than probing.trace.budgetPerMinute (%d) ever allows at once", name, n, p.cfg.BudgetPerMinute)
@@ -141,6 +146,9 @@ func (p *paths) traceNow(ctx context.Context, name, family string) (api.TraceRes
 	// Someone waits for this one, as for prober trace: re-probe the hops
 	// rate-limited routers left silent, a second apart, within the cap.
 	tc.Retries = min(probe.DefaultTraceRetries, 255-tc.Probes)
+	if large {
+		tc.Size = t.mtuSize
+	}
 	start := time.Now()
 	fts, err := p.trs[key.family].Trace(ctx, probe.Target{Addr: t.Addr, Port: t.Port}, t.ports, tc)
 	switch {
@@ -152,11 +160,13 @@ func (p *paths) traceNow(ctx context.Context, name, family string) (api.TraceRes
 		return res, err
 	}
 	for i, ft := range fts {
-		p.keep(flowKey{key, t.ports[i]}, t.Addr, ft)
+		if !large {
+			p.keep(flowKey{key, t.ports[i]}, t.Addr, ft)
+		}
 	}
 	return api.TraceResult{
 		Agent: p.a.cfg.Name, Target: name, Address: t.Addr.String(), Port: t.Port,
-		Source: t.eng.src.String(), Family: key.family, ProbesPerHop: tc.Probes,
+		Source: t.eng.src.String(), Family: key.family, ProbesPerHop: tc.Probes, ProbeSize: tc.Size,
 		DurationSeconds: time.Since(start).Seconds(), Flows: traceFlows(fts),
 	}, nil
 }
@@ -165,8 +175,9 @@ func (p *paths) traceNow(ctx context.Context, name, family string) (api.TraceRes
 // the agent's lock.
 type requested struct {
 	Target
-	eng   *engines
-	ports []uint16
+	eng     *engines
+	ports   []uint16
+	mtuSize int
 }
 
 // findTarget is the target name of family; with no family, its only one.
@@ -191,7 +202,7 @@ func (a *Agent) findTarget(name, family string) (targetKey, requested, *refusal)
 		return targetKey{}, requested{}, refuse(http.StatusBadRequest, "target %s is probed over ipv4 and ipv6: say which with family=", name)
 	}
 	t := a.targets[found[0]]
-	return found[0], requested{Target: t.Target, eng: t.eng, ports: slices.Clone(t.ports)}, nil
+	return found[0], requested{Target: t.Target, eng: t.eng, ports: slices.Clone(t.ports), mtuSize: t.mtuSize}, nil
 }
 
 // traceFlows is the wire form of flow traces.

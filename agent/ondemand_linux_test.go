@@ -162,7 +162,7 @@ targets:
 	}
 
 	// One token left: the next trace waits for two more, 30 s at 4 a
-	// minute.
+	// minute. (TestTraceRequestLarge asks large.)
 	status, h, body := post("")
 	if ra, _ := strconv.Atoi(h.Get("Retry-After")); status != http.StatusTooManyRequests || ra < 20 || ra > 31 || !strings.Contains(string(body), "budget") {
 		t.Errorf("second trace: %d Retry-After %q %s; want 429 in about 30 s", status, h.Get("Retry-After"), body)
@@ -176,5 +176,89 @@ targets:
 	}
 	if status, _, body := post("matrix-key"); status != http.StatusTooManyRequests {
 		t.Errorf("with the pull key: %d %s, want the budget's 429", status, body)
+	}
+}
+
+// TestTraceRequestLarge: asked large, the agent traces the target's
+// flows with its large probes' size (probing.pmtu.size), says so, and
+// keeps the paths it had: a large trace ends where large packets die,
+// which is no flow's path. Here the router's link onward carries them,
+// so every flow reaches.
+func TestTraceRequestLarge(t *testing.T) {
+	src, r, dst := probetest.NewNS(t, "src"), probetest.NewNS(t, "r"), probetest.NewNS(t, "dst")
+	probetest.Connect(t, src, netip.MustParsePrefix("198.18.0.1/30"), r, netip.MustParsePrefix("198.18.0.2/30"))
+	probetest.Connect(t, r, netip.MustParsePrefix("198.18.0.5/30"), dst, netip.MustParsePrefix("198.18.0.6/30"))
+	src.Route(t, netip.MustParsePrefix("198.18.0.4/30"), netip.MustParseAddr("198.18.0.2"))
+	dst.Route(t, netip.MustParsePrefix("198.18.0.0/30"), netip.MustParseAddr("198.18.0.5"))
+	r.Sysctl(t, "net.ipv4.ip_forward", "1")
+	r.Sysctl(t, "net.ipv4.icmp_ratelimit", "0")
+	var ln net.Listener
+	if err := dst.Do(func() (err error) { ln, err = net.Listen("tcp4", "198.18.0.6:0"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	cfg, err := config.ParseAgent("test.yaml", []byte(`
+name: src
+class: node
+listen: 198.18.0.1:0
+probing:
+  interval: 100ms
+  timeout: 500ms
+  window: 10s
+  flows: 2
+  sourcePortBase: 62500
+  maxTargets: 1
+  protocols: [tcp_syn]
+  pmtu: {every: 8, size: 1400}
+  trace: {budgetPerMinute: 10, maxTTL: 4, interval: 1h}
+targets:
+  - {name: dst, address: 198.18.0.6, class: node, port: `+strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)+`}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a *Agent
+	if err := src.Do(func() (err error) { a, err = New(cfg, slog.New(slog.DiscardHandler)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	stale := []string{"192.0.2.1", "198.18.0.6"}
+	for sport := uint16(62500); sport < 62502; sport++ {
+		a.paths.flows[flowKey{targetKey{"dst", api.FamilyIPv4}, sport}] = &flowPath{
+			addr: netip.MustParseAddr("198.18.0.6"), hops: stale, hash: "stale", suspect: -1, tracedAt: a.now(),
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	waitFor(t, 5*time.Second, func() (bool, string) {
+		a.paths.mu.Lock()
+		defer a.paths.mu.Unlock()
+		return a.paths.life != nil, "the agent did not start"
+	})
+	res, err := a.paths.traceNow(context.Background(), "dst", api.FamilyIPv4, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Check(); err != nil {
+		t.Fatalf("the answer fails Check: %v", err)
+	}
+	if res.ProbeSize != 1400 || len(res.Flows) != 2 {
+		t.Fatalf("probe size %d, %d flows; want 1400 and 2", res.ProbeSize, len(res.Flows))
+	}
+	for _, f := range res.Flows {
+		if !f.Reached {
+			t.Errorf("flow %d did not reach 198.18.0.6 with 1,400 bytes over 1,500-byte links: %+v", f.SourcePort, f)
+		}
+	}
+	for _, f := range flowsOf(a.Observations()) {
+		if f.Path == nil || !slices.Equal(f.Path.Hops, stale) {
+			t.Errorf("flow %d: path %+v after a large trace, want the one it had", f.SourcePort, f.Path)
+		}
 	}
 }

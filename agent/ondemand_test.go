@@ -95,6 +95,7 @@ func TestTraceRequestRefused(t *testing.T) {
 		{"other family", "target=n21&family=ipv6", nil, 404, "", `no target "n21" (ipv6)`},
 		{"dual-stack needs a family", "target=n22", nil, 400, "", "n22 is probed over ipv4 and ipv6"},
 		{"no tcp_syn flows", "target=vip&family=ipv4", nil, 404, "", "vip (ipv4) has no tcp_syn flows"},
+		{"large without large probes", "target=n21&family=ipv4&large=1", nil, 409, "", "n21 (ipv4) gets no large probes here"},
 		{"more flows than the budget", "target=wide&family=ipv4", nil, 409, "", "6 flows, more traces than probing.trace.budgetPerMinute (5)"},
 		{"budget short", "target=n21&family=ipv4", func(a *Agent, _ time.Time) { a.paths.tokens = 2 }, 429, "12", "holds 2 of the 3 traces"},
 		// 1 token left 3 s ago at 5 a minute: 1.25 now, 1.75 short is 21 s.

@@ -11,7 +11,12 @@ const (
 	// TraceResult (docs/agent.md); the matrix asks it when an operator
 	// traces a cell of its page. On the matrix, POST ?source=&target=&
 	// path=&family= traces a cell's pair through its source's agent.
+	// On both, &large=1 traces with the flows' large probes
+	// (TraceLarge): where a path MTU black hole ends them.
 	TracePath = "/api/v1/trace"
+	// TraceLarge is the query key, set to 1, asking TracePath to pad each
+	// probe to the size of the target's large probes (probing.pmtu).
+	TraceLarge = "large"
 	// TraceHeader must be set (to anything) on a POST to TracePath, on
 	// the matrix and on an agent: a cross-site form or no-cors fetch
 	// cannot set a header, so a foreign page open in an operator's

@@ -13,6 +13,9 @@ const (
 	// MaxTraceProbes bounds the probes one flow sends at one TTL, the
 	// retries included: the tracer numbers them in a byte.
 	MaxTraceProbes = 255
+	// MaxProbeSize bounds a probe's size: a jumbo frame, as the probe
+	// engine's own bound.
+	MaxProbeSize = 9216
 	// MaxTraceCount bounds any count of a trace: a flow's every TTL,
 	// all folded into the destination's hop.
 	MaxTraceCount = MaxHops * MaxTraceProbes
@@ -32,7 +35,10 @@ type TraceResult struct {
 	Source  string `json:"source"` // the agent's address of Family
 	Family  string `json:"family"`
 	// ProbesPerHop is the probes each flow sent at each TTL.
-	ProbesPerHop    int         `json:"probesPerHop"`
+	ProbesPerHop int `json:"probesPerHop"`
+	// ProbeSize is the IP packet size of each probe when the trace was
+	// asked large (TraceLarge); 0: bare SYNs.
+	ProbeSize       int         `json:"probeSize,omitempty"`
 	DurationSeconds float64     `json:"durationSeconds"`
 	Flows           []TraceFlow `json:"flows"`
 }
@@ -100,6 +106,9 @@ func (r *TraceResult) Check() error {
 	}
 	if r.ProbesPerHop < 1 || r.ProbesPerHop > MaxTraceProbes {
 		bad("probesPerHop: %d not in 1..%d", r.ProbesPerHop, MaxTraceProbes)
+	}
+	if r.ProbeSize < 0 || r.ProbeSize > MaxProbeSize {
+		bad("probeSize: %d not in 0..%d", r.ProbeSize, MaxProbeSize)
 	}
 	if !traceSeconds(r.DurationSeconds) {
 		bad("durationSeconds: %v not in 0..%d", r.DurationSeconds, MaxSeconds)

@@ -854,11 +854,13 @@ function onFabricFocus(e) {
 function traceCell(el) {
   if (el.dataset.nodata && !el.classList.contains("proto")) return; // nothing probes that pair
   const v = S.view;
-  runTrace(el.dataset.source, el.dataset.target, v.path, v.family);
+  runTrace(el.dataset.source, el.dataset.target, v.path, v.family, v.protocol === "tcp_syn_mtu");
 }
 // runTrace asks the matrix for an on-demand trace of a cell; one at a
 // time, as the agent's trace budget is small and a trace takes 10-20 s.
-async function runTrace(source, target, path, family) {
+// large (a tcp_syn_mtu cell) traces with the flows' large probes, which
+// end where a path MTU black hole swallows them.
+async function runTrace(source, target, path, family, large) {
   const panel = $("trace");
   if (S.tracing) {
     const n = panel.querySelector(".busy");
@@ -871,10 +873,11 @@ async function runTrace(source, target, path, family) {
   panel.dataset.source = source; panel.dataset.target = target;
   const started = Date.now();
   panel.innerHTML = `<h3>tracing ${esc(source)} -> ${esc(target)}'s flows…</h3>` +
-    `<p class="meta">${esc(path)}${family ? " / " + esc(family) : ""}: the matrix asks the agent of the worst pair in this cell to trace every tcp_syn flow hop by hop; this takes 10–20 s. <span id="trace-elapsed">0 s</span></p><p class="busy note"></p>`;
+    `<p class="meta">${esc(path)}${family ? " / " + esc(family) : ""}: the matrix asks the agent of the worst pair in this cell to trace every tcp_syn flow hop by hop${large ? ", with its large probes" : ""}; this takes 10–20 s. <span id="trace-elapsed">0 s</span></p><p class="busy note"></p>`;
   const tick = setInterval(() => { const el = $("trace-elapsed"); if (el) el.textContent = Math.round((Date.now() - started) / 1000) + " s"; }, 1000);
   try {
     const q = new URLSearchParams({source, target, path, family: family || ""});
+    if (large) q.set("large", "1");
     const r = await fetch("api/v1/trace?" + q, {method: "POST", headers: {"X-Prober-Trace": "1"}});
     const body = await r.text();
     if (!r.ok) throw traceError(r, body);
@@ -890,7 +893,7 @@ async function runTrace(source, target, path, family) {
     panel.removeAttribute("aria-busy");
   }
   const again = $("retrace");
-  if (again) again.onclick = () => runTrace(source, target, path, family);
+  if (again) again.onclick = () => runTrace(source, target, path, family, large);
 }
 function traceError(r, body) {
   let msg = `${r.status} ${r.statusText}: ${body.trim() || "no detail"}`;
@@ -928,7 +931,7 @@ function traceHTML(res, source, target) {
   for (const s of sus) heads.push(`loss starts after <strong>${esc(s.name || s.address)}</strong>${s.name ? " (" + esc(s.address) + ")" : ""}: ${(s.sourcePorts || []).length} flows, end to end ${pct(s.endToEndLoss)} lost`);
   for (const s of inferred) heads.push(`inferred from this pair's flows: <strong>${esc(s.kind)} ${esc(s.name)}</strong> score ${(+s.score || 0).toFixed(2)}`);
   h += heads.length ? `<p class="headline bad">${heads.join("<br>")}</p>` : `<p class="headline ok">no suspects: no flow lost more than noise end to end</p>`;
-  let t = `trace to ${esc(rep.host || "")} (${esc(rep.target || "")}) port ${rep.port || ""} from ${esc(rep.source || "")}: ${rep.flowCount || 0} flows, ${rep.probesPerHop || 0} probes per hop, ${(rep.paths || []).length} distinct paths, ${(+rep.durationSeconds || 0).toFixed(1)}s\n`;
+  let t = `trace to ${esc(rep.host || "")} (${esc(rep.target || "")}) port ${rep.port || ""} from ${esc(rep.source || "")}: ${rep.flowCount || 0} flows, ${rep.probesPerHop || 0} probes${rep.probeSize ? ` of ${+rep.probeSize} bytes` : ""} per hop, ${(rep.paths || []).length} distinct paths, ${(+rep.durationSeconds || 0).toFixed(1)}s\n`;
   (rep.paths || []).forEach((p, i) => {
     const n = (p.sourcePorts || []).length, lossy = (p.lossySourcePorts || []).length;
     t += `\npath ${i + 1} (${esc((p.hash || "").slice(0, 8))}): ${n} flows, end-to-end ${p.received}/${p.sent} answered, loss ${pct(p.loss)}${lossy ? `  <b>LOSSY: ${lossy} of ${n} flows</b>` : ""}\n`;

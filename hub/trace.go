@@ -91,7 +91,7 @@ func (h *Hub) serveTrace(w http.ResponseWriter, r *http.Request) {
 	defer h.traces.done(p.Agent)
 	ctx, cancel := context.WithTimeout(r.Context(), traceTimeout)
 	defer cancel()
-	res, fail := h.askTrace(ctx, base, p)
+	res, fail := h.askTrace(ctx, base, p, q.Get(api.TraceLarge) == "1")
 	if fail != nil {
 		h.log.Info("trace on demand failed", "agent", p.Agent, "target", p.Target, "err", fail.err)
 		if fail.retry != "" {
@@ -116,13 +116,18 @@ type traceFailure struct {
 	err    error
 }
 
-// askTrace asks the agent at base to trace p's flows now.
-func (h *Hub) askTrace(ctx context.Context, base string, p matrix.Pair) (api.TraceResult, *traceFailure) {
+// askTrace asks the agent at base to trace p's flows now, large with
+// its large probes' size.
+func (h *Hub) askTrace(ctx context.Context, base string, p matrix.Pair, large bool) (api.TraceResult, *traceFailure) {
 	var res api.TraceResult
 	fail := func(status int, err error) (api.TraceResult, *traceFailure) {
 		return res, &traceFailure{status: status, err: err}
 	}
-	u := strings.TrimSuffix(base, "/") + api.TracePath + "?" + url.Values{"target": {p.Target}, "family": {p.Family}}.Encode()
+	v := url.Values{"target": {p.Target}, "family": {p.Family}}
+	if large {
+		v.Set(api.TraceLarge, "1")
+	}
+	u := strings.TrimSuffix(base, "/") + api.TracePath + "?" + v.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
 		return fail(http.StatusInternalServerError, err)

@@ -19,7 +19,8 @@ import (
 )
 
 // tracingAgent serves obs and answers on-demand traces with res after
-// delay, or with status when it is not 200. Addresses are RFC 5737:
+// delay, or with status when it is not 200; asked large, with probes of
+// 1,400 bytes. Addresses are RFC 5737:
 // nothing is dialled but loopback.
 func tracingAgent(t *testing.T, obs api.Observations, res api.TraceResult, delay time.Duration, status *atomic.Int32, asked *atomic.Int32) string {
 	t.Helper()
@@ -44,7 +45,11 @@ func tracingAgent(t *testing.T, obs api.Observations, res api.TraceResult, delay
 				http.Error(w, "trace budget spent", s)
 				return
 			}
-			json.NewEncoder(w).Encode(res)
+			out := res
+			if r.URL.Query().Get(api.TraceLarge) == "1" {
+				out.ProbeSize = 1400
+			}
+			json.NewEncoder(w).Encode(out)
 		default:
 			http.NotFound(w, r)
 		}
@@ -225,6 +230,17 @@ func TestPageViews(t *testing.T) {
 	}
 	if !strings.Contains(body, "spine2") || len(tv.Report.Inferred) == 0 || tv.Report.Inferred[0].Name != "spine2" {
 		t.Errorf("the trace infers %+v, want spine2 first", tv.Report.Inferred)
+	}
+	// A tcp_syn_mtu cell's trace is asked large of the agent, and its
+	// report says the size.
+	var large struct {
+		Report struct {
+			ProbeSize int `json:"probeSize"`
+		} `json:"report"`
+	}
+	code, body = do(t, "POST", base+api.TracePath+"?"+cell+"&"+api.TraceLarge+"=1", page)
+	if err := json.Unmarshal([]byte(body), &large); code != http.StatusOK || err != nil || large.Report.ProbeSize != 1400 {
+		t.Errorf("a large trace: %d %s; want the report of 1,400-byte probes", code, body)
 	}
 	// The agent's refusal (its budget) is passed on, with when to retry.
 	status.Store(http.StatusTooManyRequests)

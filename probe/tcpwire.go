@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
+	"github.com/netprober/prober/api"
 )
 
 // synEncoder builds TCP SYN packets with their IP header (the socket has
@@ -61,7 +63,7 @@ const (
 )
 
 // MaxProbeSize is the largest packet ProbeSized sends: a jumbo frame.
-const MaxProbeSize = 9216
+const MaxProbeSize = api.MaxProbeSize
 
 // synPadding is the zero bytes a SYN from src carries to be size bytes
 // of IP packet: 0 at or below a bare SYN's headers. A closed port's RST

@@ -57,7 +57,7 @@ func NewFromResult(res api.TraceResult, cfg matrix.Config, known map[uint16]matr
 	}
 	return New(Trace{
 		Host: res.Target, Target: dst, Source: src,
-		Port: res.Port, ProbesPerHop: res.ProbesPerHop,
+		Port: res.Port, ProbesPerHop: res.ProbesPerHop, ProbeSize: res.ProbeSize,
 		Duration: time.Duration(res.DurationSeconds * float64(time.Second)),
 		Flows:    fts, Known: known, At: at,
 	}, cfg)
