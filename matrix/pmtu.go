@@ -28,17 +28,15 @@ const maxPMTU = 4
 // whatever random loss it has. Links that black-holed flows
 // cross exactly alike (the hops of one path beyond the culprit that no
 // other flow takes) are tied. Up to maxPMTU links are named, each taking
-// the flows it explains. Flows whose traces show no link are left: no
-// place can be named for them. A large probe that met a signalling
+// the flows it explains. When none is (a silent fabric's traces show
+// only each host's own link, which large probes cross too), the
+// black-holed flows go to unplacedPMTU. A large probe that met a signalling
 // smaller MTU is no loss (the agent counts it sent, not lost), so a
 // working path MTU discovery names nothing.
 func (p *pass) pmtuSuspects() []candidate {
 	r := p.r
-	type black struct {
-		links      []int32
-		sent, lost uint64
-	}
 	var blacks []black
+	var loose []looseFlow
 	passes := map[int32]bool{} // links a large probe got across
 	for pi := range r.pairs {
 		pr := &r.pairs[pi]
@@ -49,22 +47,53 @@ func (p *pass) pmtuSuspects() []candidate {
 				continue
 			}
 			for _, big := range a.flows[proto.flowStart:proto.flowEnd] {
-				small := pairFlow(r, pr, big.sourcePort)
-				if small == nil || big.sent == 0 {
+				fi := smallFlow(r, pr, big.sourcePort)
+				if fi < 0 || big.sent == 0 {
 					continue
 				}
+				small := &r.flows[fi]
 				links := r.flowLinks[small.linkStart:small.linkEnd]
 				switch {
 				case big.lost < big.sent:
 					for _, l := range links {
 						passes[l] = true
 					}
-				case small.sent > 0 && 2*small.lost < small.sent && len(links) > 0:
-					blacks = append(blacks, black{links: links, sent: big.sent, lost: big.lost})
+				case small.sent > 0 && 2*small.lost < small.sent:
+					f := looseFlow{pair: int32(pi), flow: fi, sent: big.sent, lost: big.lost}
+					if len(links) > 0 {
+						blacks = append(blacks, black{links: links, sent: big.sent, lost: big.lost})
+					}
+					loose = append(loose, f)
 				}
 			}
 		}
 	}
+	out := namedPMTU(r, blacks, passes)
+	if len(out) == 0 {
+		if c, ok := p.unplacedPMTU(loose); ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// black is a black-holed flow whose trace shows links: every large
+// probe lost, most small ones answered.
+type black struct {
+	links      []int32
+	sent, lost uint64
+}
+
+// looseFlow is a black-holed flow, as unplacedPMTU reads it: its pair,
+// its small flow in the round and its large probes.
+type looseFlow struct {
+	pair, flow int32
+	sent, lost uint64
+}
+
+// namedPMTU names the links of pmtuSuspects' doc from the black-holed
+// flows and the links large probes crossed.
+func namedPMTU(r *round, blacks []black, passes map[int32]bool) []candidate {
 	if len(blacks) == 0 {
 		return nil
 	}
@@ -134,15 +163,123 @@ func (p *pass) pmtuSuspects() []candidate {
 	return out
 }
 
-// pairFlow is the flow of pair pr from sourcePort that the round built
-// (tcp_syn's: large probes' flows are not the round's), or nil.
-func pairFlow(r *round, pr *pair, sourcePort uint16) *rflow {
+// smallFlow is the index in the round of pair pr's tcp_syn flow from
+// sourcePort (large probes' flows are not the round's), or -1.
+func smallFlow(r *round, pr *pair, sourcePort uint16) int32 {
 	for fi := pr.flowStart; fi < pr.flowEnd; fi++ {
-		if f := &r.flows[fi]; f.sourcePort == sourcePort && f.linkEnd > f.linkStart {
-			return f
+		if r.flows[fi].sourcePort == sourcePort {
+			return fi
 		}
 	}
-	return nil
+	return -1
+}
+
+// unplacedPMTU is the black hole of flows no traced hop places (a
+// silent fabric, or flows not yet traced), named as the tier stage names
+// a silent fabric's loss: the uplinks of the one rack every such flow
+// enters (or else leaves), or the spine tier when they share none. It
+// needs two flows and minBlackProbes lost large probes, all between
+// racks, and the large probes of every flow alike (into that rack, out
+// of it, or between racks) lost significantly more often than those
+// flows' small ones: random loss takes both sizes alike, a black hole on
+// one of N paths takes about one large probe in N and no small one.
+func (p *pass) unplacedPMTU(loose []looseFlow) (candidate, bool) {
+	r := p.r
+	if len(loose) < 2 {
+		return candidate{}, false
+	}
+	// The racks of a pair's ends, as the tier stage tallied them this
+	// round (no LB path, no pair within a node, both racks known).
+	rt := &p.m.loc.rt
+	ends := func(pi int32) (src, dst string, ok bool) {
+		q := rt.pairRack[pi]
+		if q[0] < 0 || q[1] < 0 || q[0] == q[1] {
+			return "", "", false
+		}
+		return rt.names[q[0]], rt.names[q[1]], true
+	}
+	// Only flows between two known racks say where (an LB's flows cross
+	// the same uplinks to a VIP beyond them): the rack most black-holed
+	// flows enter (or else leave), when it holds half of them; random
+	// loss takes a large probe here and there too.
+	type side struct {
+		out  bool
+		rack string
+	}
+	count := map[side]int{}
+	placed := 0
+	for _, f := range loose {
+		if s, d, ok := ends(f.pair); ok {
+			placed++
+			count[side{false, d}]++
+			count[side{true, s}]++
+		}
+	}
+	var best side
+	for sd, n := range count {
+		if n > count[best] || n == count[best] && (!sd.out && best.out || sd.out == best.out && sd.rack < best.rack) {
+			best = sd
+		}
+	}
+	name, alike, match := "spine", "between racks", func(string, string) bool { return true }
+	if n := count[best]; n >= 2 && 2*n >= placed {
+		if best.out {
+			name, alike, match = "uplinks of "+best.rack, "out of "+best.rack, func(s, _ string) bool { return s == best.rack }
+		} else {
+			name, alike, match = "uplinks of "+best.rack, "into "+best.rack, func(_, d string) bool { return d == best.rack }
+		}
+	}
+	var lost, sent uint64
+	var mine []looseFlow
+	for _, f := range loose {
+		if s, d, ok := ends(f.pair); ok && match(s, d) {
+			lost, sent = lost+f.lost, sent+f.sent
+			mine = append(mine, f)
+		}
+	}
+	if len(mine) < 2 || lost < minBlackProbes {
+		return candidate{}, false
+	}
+	var bigSent, bigLost, smallSent, smallLost uint64
+	for pi := range r.pairs {
+		pr := &r.pairs[pi]
+		if s, d, ok := ends(int32(pi)); !ok || !match(s, d) {
+			continue
+		}
+		a := r.agents[pr.agent]
+		t := &a.targets[pr.target]
+		for _, proto := range a.protos[t.protoStart:t.protoEnd] {
+			if proto.protocol != api.ProtocolTCPSYNMTU {
+				continue
+			}
+			for _, big := range a.flows[proto.flowStart:proto.flowEnd] {
+				if fi := smallFlow(r, pr, big.sourcePort); fi >= 0 && big.sent > 0 {
+					bigSent, bigLost = bigSent+big.sent, bigLost+min(big.lost, big.sent)
+					smallSent, smallLost = smallSent+r.flows[fi].sent, smallLost+min(r.flows[fi].lost, r.flows[fi].sent)
+				}
+			}
+		}
+	}
+	small := p.th.Healthy
+	if smallSent > 0 {
+		small = max(small, float64(smallLost)/float64(smallSent))
+	}
+	pv := upperTail(float64(bigLost), float64(bigSent), small)
+	if bigSent == 0 || pv >= p.th.Alpha {
+		return candidate{}, false
+	}
+	c := candidate{dev: -1, conf: 1, excess: float64(lost)}
+	c.Kind, c.Name, c.Addresses, c.EstimatedLoss = KindPMTU, name, []string{}, 1
+	c.Evidence = Evidence{Stage: "pmtu", Silent: true, LossyFlows: len(mine), LostProbes: float64(lost), SentProbes: float64(sent), PValue: pv,
+		Detail: fmt.Sprintf("a path MTU black hole no traced hop places: %d flows %s lost every large probe while their small ones passed, and the large probes of all flows %s lose %.2g against %.2g of their small ones: packets above some MTU die in silence on a path there, no \"fragmentation needed\" / \"packet too big\" reaching the sender; the examples' 5-tuples tell the fabric's ECMP hash tool which path they take",
+			len(mine), alike, alike, float64(bigLost)/float64(bigSent), float64(smallLost)/float64(max(smallSent, 1)))}
+	slices.SortStableFunc(mine, func(x, y looseFlow) int { return cmpU64(y.lost, x.lost) })
+	for _, f := range mine[:min(len(mine), maxTierFlows)] {
+		ref := p.m.flowRef(r, f.flow)
+		ref.Protocol, ref.Sent, ref.Lost = api.ProtocolTCPSYNMTU, f.sent, f.lost
+		c.Evidence.Examples = append(c.Evidence.Examples, ref)
+	}
+	return c, true
 }
 
 // pmtuScores scores the black holes apart from the loss suspects: a

@@ -121,3 +121,36 @@ func TestPMTUBlackHole(t *testing.T) {
 		}
 	}
 }
+
+// TestPMTUBlackHoleSilent: on routers that never answer a trace no link
+// can be named, and the black hole is the uplinks of the rack its flows
+// leave or enter, with those flows' 5-tuples as the examples, as the
+// tier stage names a silent fabric's loss.
+func TestPMTUBlackHoleSilent(t *testing.T) {
+	t.Parallel()
+	fab, err := matrixsim.New(matrixsim.Config{Racks: 6, NodesPerRack: 4, Spines: 3, FlowsPerTarget: 4, ProbesPerFlow: 8,
+		Background: 1e-4, SilentRouters: true, NoRackLabels: true, LargeEvery: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for trial := range 4 {
+		ft := fab.Random(matrixsim.MTUBlackhole, 0, rng)
+		kind, name := fab.Truth(ft)
+		d := diagnose(t, fab.Hops(), fab.Observations(ft, uint64(trial)))
+		listed := d.Listed()
+		if len(listed) != 1 || listed[0].Kind != kind || listed[0].Name != name {
+			t.Errorf("trial %d: listed %v, want %s/%s alone", trial, brief(listed), kind, name)
+			continue
+		}
+		ev := listed[0].Evidence
+		if !ev.Silent || ev.LossyFlows < 2 || len(ev.Examples) == 0 || len(ev.Links) != 0 {
+			t.Errorf("trial %d: evidence %+v: want silent, the black-holed flows as examples, no link", trial, ev)
+		}
+		for _, x := range ev.Examples {
+			if x.Protocol != api.ProtocolTCPSYNMTU || x.Lost != x.Sent || x.Sent == 0 || x.SourcePort == 0 || x.TargetAddress == "" {
+				t.Errorf("trial %d: example %+v: want a tcp_syn_mtu 5-tuple that lost every large probe", trial, x)
+			}
+		}
+	}
+}
