@@ -2,6 +2,7 @@ package probe
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -30,6 +31,12 @@ type routeMTU struct {
 func newRouteMTU() (*routeMTU, error) {
 	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
+		return nil, err
+	}
+	// A probe asks it and the agent waits for its probes to stop: no
+	// answer must hold one past a second.
+	if err := h.SetSocketTimeout(time.Second); err != nil {
+		h.Close()
 		return nil, err
 	}
 	return &routeMTU{h: h}, nil

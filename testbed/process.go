@@ -1,12 +1,14 @@
 package testbed
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -142,10 +144,64 @@ func (p *Process) stop() error {
 	case <-p.done:
 		return nil
 	case <-time.After(p.grace):
+	}
+	// Every program the testbed runs is Go: SIGQUIT makes it print its
+	// goroutines and exit, and where ours wait says why it hung.
+	p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(quitGrace):
 		p.cmd.Process.Kill()
 		<-p.done
-		return p.failure(fmt.Errorf("killed: still running %v after SIGTERM", p.grace))
 	}
+	b, _ := os.ReadFile(p.log)
+	err := fmt.Errorf("killed: still running %v after SIGTERM", p.grace)
+	if w := waiting(string(b), modulePrefix, 12); w != "" {
+		err = fmt.Errorf("%w; where its goroutines were (SIGQUIT):\n  %s", err, strings.ReplaceAll(w, "\n", "\n  "))
+	}
+	return p.failure(err)
+}
+
+// quitGrace is how long a hung program has to print its goroutines after
+// SIGQUIT before it is killed.
+const quitGrace = 2 * time.Second
+
+// modulePrefix marks this repository's functions in a goroutine dump.
+const modulePrefix = "github.com/netprober/prober/"
+
+// waiting summarises a Go goroutine dump in log: for each goroutine, its
+// state and the innermost function of ours (prefix) on its stack, counted
+// alike, at most n lines, most first. Goroutines with none of ours (the
+// runtime's, the libraries' own) are left out.
+func waiting(log, prefix string, n int) string {
+	counts := map[string]int{}
+	state, found := "", false
+	for _, line := range strings.Split(log, "\n") {
+		switch {
+		case strings.HasPrefix(line, "goroutine ") && strings.HasSuffix(line, ":"):
+			state, found = "", false
+			if i, j := strings.IndexByte(line, '['), strings.LastIndexByte(line, ']'); i >= 0 && j > i {
+				state, _, _ = strings.Cut(line[i+1:j], ",") // "semacquire, 2 minutes"
+			}
+		case !found && state != "" && strings.HasPrefix(line, prefix):
+			found = true
+			fn := strings.TrimPrefix(line, prefix)
+			if i := strings.LastIndexByte(fn, '('); i > 0 {
+				fn = fn[:i]
+			}
+			counts["["+state+"] "+fn]++
+		}
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y string) int { return cmp.Or(cmp.Compare(counts[y], counts[x]), strings.Compare(x, y)) })
+	var out []string
+	for _, k := range keys[:min(len(keys), n)] {
+		out = append(out, fmt.Sprintf("%d x %s", counts[k], k))
+	}
+	return strings.Join(out, "\n")
 }
 
 // Usage is what a program holds and has spent, read from /proc: the
