@@ -5,6 +5,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -30,63 +31,11 @@ import (
 // of, keeps the paths for its observations, and refuses a second trace
 // the budget cannot pay, and anyone but the matrix once it has a pull key.
 func TestTraceRequest(t *testing.T) {
-	// src 198.18.0.1 -- .2 router .5 -- .6 dst, each in a namespace of
-	// the test's: nothing leaves them.
-	src, r, dst := probetest.NewNS(t, "src"), probetest.NewNS(t, "r"), probetest.NewNS(t, "dst")
-	probetest.Connect(t, src, netip.MustParsePrefix("198.18.0.1/30"), r, netip.MustParsePrefix("198.18.0.2/30"))
-	probetest.Connect(t, r, netip.MustParsePrefix("198.18.0.5/30"), dst, netip.MustParsePrefix("198.18.0.6/30"))
-	src.Route(t, netip.MustParsePrefix("198.18.0.4/30"), netip.MustParseAddr("198.18.0.2"))
-	dst.Route(t, netip.MustParsePrefix("198.18.0.0/30"), netip.MustParseAddr("198.18.0.5"))
-	r.Sysctl(t, "net.ipv4.ip_forward", "1")
-	r.Sysctl(t, "net.ipv4.icmp_ratelimit", "0") // every probe answered: a deterministic path
-	var ln net.Listener
-	if err := dst.Do(func() (err error) { ln, err = net.Listen("tcp4", "198.18.0.6:0"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	port := ln.Addr().(*net.TCPAddr).Port
-
 	// Budget 4: one trace of the 3 flows, then 1 token. The periodic
 	// traces never fall due (interval 1h, paths kept below), so what the
 	// agent keeps comes from the request alone.
-	cfg, err := config.ParseAgent("test.yaml", []byte(`
-name: src
-class: node
-listen: 198.18.0.1:0
-probing:
-  interval: 100ms
-  timeout: 500ms
-  window: 10s
-  flows: 3
-  sourcePortBase: 62400
-  maxTargets: 1
-  protocols: [tcp_syn]
-  trace: {budgetPerMinute: 4, maxTTL: 4, interval: 1h}
-targets:
-  - {name: dst, address: 198.18.0.6, class: node, port: `+strconv.Itoa(port)+`}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var a *Agent
-	if err := src.Do(func() (err error) { a, err = New(cfg, slog.New(slog.DiscardHandler)); return err }); err != nil {
-		t.Fatal(err)
-	}
-	stale := []string{"192.0.2.1", "192.0.2.2", "198.18.0.6"}
-	for sport := uint16(62400); sport < 62403; sport++ {
-		a.paths.flows[flowKey{targetKey{"dst", api.FamilyIPv4}, sport}] = &flowPath{
-			addr: netip.MustParseAddr("198.18.0.6"), hops: stale, hash: "stale", suspect: -1, tracedAt: a.now(),
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	src, a, _ := traceAgent(t, 62400, 3, `
+  trace: {budgetPerMinute: 4, maxTTL: 4, interval: 1h}`)
 	client := &http.Client{Timeout: 40 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (c net.Conn, err error) {
 			err = src.Do(func() error { c, err = (&net.Dialer{}).DialContext(ctx, network, addr); return err })
@@ -129,7 +78,7 @@ targets:
 	if err := res.Check(); err != nil {
 		t.Fatalf("the agent's answer fails Check: %v\n%s", err, body)
 	}
-	if res.Agent != "src" || res.Target != "dst" || res.Address != "198.18.0.6" || res.Source != "198.18.0.1" || res.Port != uint16(port) || len(res.Flows) != 3 {
+	if res.Agent != "src" || res.Target != "dst" || res.Address != "198.18.0.6" || res.Source != "198.18.0.1" || res.Port != uint16(a.cfg.Targets[0].Port) || len(res.Flows) != 3 {
 		t.Fatalf("answer %+v, want src's 3 flows to dst 198.18.0.6 from 198.18.0.1", res)
 	}
 	for _, f := range res.Flows {
@@ -179,12 +128,14 @@ targets:
 	}
 }
 
-// TestTraceRequestLarge: asked large, the agent traces the target's
-// flows with its large probes' size (probing.pmtu.size), says so, and
-// keeps the paths it had: a large trace ends where large packets die,
-// which is no flow's path. Here the router's link onward carries them,
-// so every flow reaches.
-func TestTraceRequestLarge(t *testing.T) {
+// traceAgent starts agent src one router away from a listener on dst,
+// 198.18.0.6 (src 198.18.0.1 -- .2 router .5 -- .6 dst, each in a
+// namespace of the test's: nothing leaves them), the router answering
+// every probe, so the path is deterministic. It probes dst over tcp_syn
+// on flows source ports from base, each holding a stale path beforehand;
+// extra is more of the probing block (YAML, indented two spaces).
+func traceAgent(t *testing.T, base uint16, flows int, extra string) (*probetest.NS, *Agent, []string) {
+	t.Helper()
 	src, r, dst := probetest.NewNS(t, "src"), probetest.NewNS(t, "r"), probetest.NewNS(t, "dst")
 	probetest.Connect(t, src, netip.MustParsePrefix("198.18.0.1/30"), r, netip.MustParsePrefix("198.18.0.2/30"))
 	probetest.Connect(t, r, netip.MustParsePrefix("198.18.0.5/30"), dst, netip.MustParsePrefix("198.18.0.6/30"))
@@ -197,7 +148,7 @@ func TestTraceRequestLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	cfg, err := config.ParseAgent("test.yaml", []byte(`
+	cfg, err := config.ParseAgent("test.yaml", []byte(fmt.Sprintf(`
 name: src
 class: node
 listen: 198.18.0.1:0
@@ -205,15 +156,13 @@ probing:
   interval: 100ms
   timeout: 500ms
   window: 10s
-  flows: 2
-  sourcePortBase: 62500
+  flows: %d
+  sourcePortBase: %d
   maxTargets: 1
-  protocols: [tcp_syn]
-  pmtu: {every: 8, size: 1400}
-  trace: {budgetPerMinute: 10, maxTTL: 4, interval: 1h}
+  protocols: [tcp_syn]%s
 targets:
-  - {name: dst, address: 198.18.0.6, class: node, port: `+strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)+`}
-`))
+  - {name: dst, address: 198.18.0.6, class: node, port: %d}
+`, flows, base, extra, ln.Addr().(*net.TCPAddr).Port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,8 +170,8 @@ targets:
 	if err := src.Do(func() (err error) { a, err = New(cfg, slog.New(slog.DiscardHandler)); return err }); err != nil {
 		t.Fatal(err)
 	}
-	stale := []string{"192.0.2.1", "198.18.0.6"}
-	for sport := uint16(62500); sport < 62502; sport++ {
+	stale := []string{"192.0.2.1", "192.0.2.2", "198.18.0.6"}
+	for sport := base; sport < base+uint16(flows); sport++ {
 		a.paths.flows[flowKey{targetKey{"dst", api.FamilyIPv4}, sport}] = &flowPath{
 			addr: netip.MustParseAddr("198.18.0.6"), hops: stale, hash: "stale", suspect: -1, tracedAt: a.now(),
 		}
@@ -236,6 +185,18 @@ targets:
 			t.Errorf("Run: %v", err)
 		}
 	})
+	return src, a, stale
+}
+
+// TestTraceRequestLarge: asked large, the agent traces the target's
+// flows with its large probes' size (probing.pmtu.size), says so, and
+// keeps the paths it had: a large trace ends where large packets die,
+// which is no flow's path. Here the router's link onward carries them,
+// so every flow reaches.
+func TestTraceRequestLarge(t *testing.T) {
+	_, a, stale := traceAgent(t, 62500, 2, `
+  pmtu: {every: 8, size: 1400}
+  trace: {budgetPerMinute: 10, maxTTL: 4, interval: 1h}`)
 	waitFor(t, 5*time.Second, func() (bool, string) {
 		a.paths.mu.Lock()
 		defer a.paths.mu.Unlock()

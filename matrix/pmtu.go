@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 
 	"github.com/netprober/prober/api"
@@ -39,32 +40,19 @@ func (p *pass) pmtuSuspects() []candidate {
 	var loose []looseFlow
 	passes := map[int32]bool{} // links a large probe got across
 	for pi := range r.pairs {
-		pr := &r.pairs[pi]
-		a := r.agents[pr.agent]
-		t := &a.targets[pr.target]
-		for _, proto := range a.protos[t.protoStart:t.protoEnd] {
-			if proto.protocol != api.ProtocolTCPSYNMTU {
-				continue
-			}
-			for _, big := range a.flows[proto.flowStart:proto.flowEnd] {
-				fi := smallFlow(r, pr, big.sourcePort)
-				if fi < 0 || big.sent == 0 {
-					continue
+		for big, fi := range largeFlows(r, pi) {
+			small := &r.flows[fi]
+			links := r.flowLinks[small.linkStart:small.linkEnd]
+			switch {
+			case big.lost < big.sent:
+				for _, l := range links {
+					passes[l] = true
 				}
-				small := &r.flows[fi]
-				links := r.flowLinks[small.linkStart:small.linkEnd]
-				switch {
-				case big.lost < big.sent:
-					for _, l := range links {
-						passes[l] = true
-					}
-				case small.sent > 0 && 2*small.lost < small.sent:
-					f := looseFlow{pair: int32(pi), flow: fi, sent: big.sent, lost: big.lost}
-					if len(links) > 0 {
-						blacks = append(blacks, black{links: links, sent: big.sent, lost: big.lost})
-					}
-					loose = append(loose, f)
+			case small.sent > 0 && 2*small.lost < small.sent:
+				if len(links) > 0 {
+					blacks = append(blacks, black{links: links, sent: big.sent, lost: big.lost})
 				}
+				loose = append(loose, looseFlow{pair: int32(pi), flow: fi, sent: big.sent, lost: big.lost})
 			}
 		}
 	}
@@ -163,6 +151,26 @@ func namedPMTU(r *round, blacks []black, passes map[int32]bool) []candidate {
 	return out
 }
 
+// largeFlows yields pair pi's large-probe flows (tcp_syn_mtu) that sent,
+// each with the index of its tcp_syn flow in the round (same 5-tuple).
+func largeFlows(r *round, pi int) iter.Seq2[flowRec, int32] {
+	return func(yield func(flowRec, int32) bool) {
+		pr := &r.pairs[pi]
+		a := r.agents[pr.agent]
+		t := &a.targets[pr.target]
+		for _, proto := range a.protos[t.protoStart:t.protoEnd] {
+			if proto.protocol != api.ProtocolTCPSYNMTU {
+				continue
+			}
+			for _, big := range a.flows[proto.flowStart:proto.flowEnd] {
+				if fi := smallFlow(r, pr, big.sourcePort); fi >= 0 && big.sent > 0 && !yield(big, fi) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // smallFlow is the index in the round of pair pr's tcp_syn flow from
 // sourcePort (large probes' flows are not the round's), or -1.
 func smallFlow(r *round, pr *pair, sourcePort uint16) int32 {
@@ -242,22 +250,12 @@ func (p *pass) unplacedPMTU(loose []looseFlow) (candidate, bool) {
 	}
 	var bigSent, bigLost, smallSent, smallLost uint64
 	for pi := range r.pairs {
-		pr := &r.pairs[pi]
 		if s, d, ok := ends(int32(pi)); !ok || !match(s, d) {
 			continue
 		}
-		a := r.agents[pr.agent]
-		t := &a.targets[pr.target]
-		for _, proto := range a.protos[t.protoStart:t.protoEnd] {
-			if proto.protocol != api.ProtocolTCPSYNMTU {
-				continue
-			}
-			for _, big := range a.flows[proto.flowStart:proto.flowEnd] {
-				if fi := smallFlow(r, pr, big.sourcePort); fi >= 0 && big.sent > 0 {
-					bigSent, bigLost = bigSent+big.sent, bigLost+min(big.lost, big.sent)
-					smallSent, smallLost = smallSent+r.flows[fi].sent, smallLost+min(r.flows[fi].lost, r.flows[fi].sent)
-				}
-			}
+		for big, fi := range largeFlows(r, pi) {
+			bigSent, bigLost = bigSent+big.sent, bigLost+min(big.lost, big.sent)
+			smallSent, smallLost = smallSent+r.flows[fi].sent, smallLost+min(r.flows[fi].lost, r.flows[fi].sent)
 		}
 	}
 	small := p.th.Healthy
