@@ -128,7 +128,7 @@ func (a *Agent) Observations() api.Observations {
 				p.Sent += st.Sent
 				p.Lost += st.Lost
 				p.Errors += st.Errors
-				p.PathMTU = minMTU(p.PathMTU, st.PathMTU)
+				p.PathMTU = api.MinPathMTU(p.PathMTU, st.PathMTU)
 				switch proto {
 				case probe.ProtocolTCPSYN:
 					p.Flows = append(p.Flows, api.Flow{SourcePort: t.ports[i], Stats: st, Path: a.paths.flowPath(t.key(), t.ports[i], now)})

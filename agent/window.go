@@ -90,7 +90,7 @@ func (w *window) stats(since time.Time, rtts []float64) (api.Stats, []float64) {
 			st.Lost++
 		case probe.TooBig: // the network said so: no loss
 			st.Sent++
-			st.PathMTU = minMTU(st.PathMTU, s.mtu)
+			st.PathMTU = api.MinPathMTU(st.PathMTU, s.mtu)
 		case probe.LocalError:
 			st.Errors++
 		}
@@ -100,14 +100,6 @@ func (w *window) stats(since time.Time, rtts []float64) (api.Stats, []float64) {
 		st.LastResult = w.last.String()
 	}
 	return st, rtts
-}
-
-// minMTU is the smaller of two path MTUs, 0 being none known.
-func minMTU(a, b uint16) uint16 {
-	if a == 0 || b != 0 && b < a {
-		return b
-	}
-	return a
 }
 
 // finish fills the ratio and RTT quantiles of st from the answered RTTs.

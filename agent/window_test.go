@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/probe"
 )
 
@@ -111,10 +112,10 @@ func TestWindowPathMTU(t *testing.T) {
 	if st, _ := w.stats(t0.Add(12*time.Second), nil); st.PathMTU != 1450 {
 		t.Errorf("path MTU %d once 1,400 left the window, want 1450", st.PathMTU)
 	}
-	if got := minMTU(0, 1500); got != 1500 {
-		t.Errorf("minMTU(0, 1500) = %d", got)
+	if got := api.MinPathMTU(0, 1500); got != 1500 {
+		t.Errorf("MinPathMTU(0, 1500) = %d", got)
 	}
-	if got := minMTU(1280, 0); got != 1280 {
-		t.Errorf("minMTU(1280, 0) = %d", got)
+	if got := api.MinPathMTU(1280, 0); got != 1280 {
+		t.Errorf("MinPathMTU(1280, 0) = %d", got)
 	}
 }

@@ -94,6 +94,15 @@ type Stats struct {
 	PathMTU uint16 `json:"pathMTU,omitempty"`
 }
 
+// MinPathMTU is the smaller of two path MTUs, 0 being none said: how
+// a window's, a target's and a cell's PathMTU combine.
+func MinPathMTU(a, b uint16) uint16 {
+	if a == 0 || b != 0 && b < a {
+		return b
+	}
+	return a
+}
+
 // Flow is one fixed 5-tuple towards a target.
 type Flow struct {
 	SourcePort uint16 `json:"sourcePort"`

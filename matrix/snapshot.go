@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/netprober/prober/api"
 )
 
 // Snapshot computes the matrix from the reports that are fresh at now.
@@ -54,9 +56,7 @@ func (m *Matrix) Snapshot(now time.Time) Snapshot {
 				g.Sent += c.Sent
 				g.Lost += c.Lost
 				g.NotAnswering += c.NotAnswering
-				if c.PathMTU > 0 && (g.PathMTU == 0 || c.PathMTU < g.PathMTU) {
-					g.PathMTU = c.PathMTU
-				}
+				g.PathMTU = api.MinPathMTU(g.PathMTU, c.PathMTU)
 				if w := float64(c.Sent - c.Lost); w > 0 && c.RTTP50 > 0 {
 					g.RTTP50 += w * c.RTTP50
 					g.rttWeight += w
