@@ -41,6 +41,7 @@ const (
 	KindTier      = "tier"      // every rack loses: the tier above the ToRs
 	KindDataplane = "dataplane" // a node's pod paths lose, its node paths do not
 	KindPMTU      = "pmtu"      // a link that drops large packets in silence: a path MTU black hole
+	KindLatency   = "latency"   // a device or link that delays what it forwards
 )
 
 // Suspect is one thing that drops packets.
@@ -59,8 +60,11 @@ type Suspect struct {
 	// probes, times the confidence of its significance test.
 	Score float64 `json:"score"`
 	// EstimatedLoss is the loss ratio the suspect itself causes.
-	EstimatedLoss float64  `json:"estimatedLoss"`
-	Evidence      Evidence `json:"evidence"`
+	EstimatedLoss float64 `json:"estimatedLoss"`
+	// AddedDelay is the delay, in seconds, a latency suspect adds: the
+	// median of its slow flows' round trips above the round's fastest.
+	AddedDelay float64  `json:"addedDelaySeconds,omitempty"`
+	Evidence   Evidence `json:"evidence"`
 	// Since is the first round of the current run of rounds in which
 	// this suspect (kind and name) appeared.
 	Since time.Time `json:"since"`

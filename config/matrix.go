@@ -67,6 +67,7 @@ type MatrixThresholds struct {
 	RackShare float64 `json:"rackShare,omitempty"`
 	MinSent   uint64  `json:"minSent,omitempty"`
 	MinScore  float64 `json:"minScore,omitempty"`
+	LatencyMs float64 `json:"latencyMs,omitempty"`
 }
 
 // MatrixPlan bounds the probe plan (package plan).

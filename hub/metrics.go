@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/buildinfo"
 )
 
@@ -62,10 +63,13 @@ func newHubMetrics(reg prometheus.Registerer, h *Hub) *hubMetrics {
 			"Source-target pairs behind a cell whose target does not answer the protocol (ICMP echo a firewall or security group drops): no data, not loss.",
 			[]string{"source", "target", "path", "protocol", "family"}, nil),
 		suspect: prometheus.NewDesc("prober_suspect",
-			"A device, link, LB, host, tier or dataplane suspected of dropping packets; the value is its score (0-1). family is set when it drops one address family only.",
+			"A device, link, LB, host, tier or dataplane suspected of dropping packets (kind pmtu: large ones; kind latency: of delaying them); the value is its score (0-1). family is set when it drops one address family only.",
 			[]string{"kind", "name", "family"}, nil),
 		suspectLoss: prometheus.NewDesc("prober_suspect_estimated_loss_ratio",
 			"The loss ratio a suspect itself is estimated to cause.",
+			[]string{"kind", "name", "family"}, nil),
+		suspectDelay: prometheus.NewDesc("prober_suspect_added_delay_seconds",
+			"The round-trip delay a latency suspect adds: the median of its slow flows' round trips above the round's fastest flow.",
 			[]string{"kind", "name", "family"}, nil),
 		disputed: prometheus.NewDesc("prober_disputed",
 			"A link or rack's uplinks the matrix would have named but refused: fewer of the agents whose flows cross it blame it than see it clean (a lying or broken agent). The value is the agents that blame it.",
@@ -80,12 +84,12 @@ func newHubMetrics(reg prometheus.Registerer, h *Hub) *hubMetrics {
 // snapshotCollector exports the latest snapshot and diagnosis as const
 // metrics: the series follow the matrix, with no stale series to delete.
 type snapshotCollector struct {
-	h                                                                *Hub
-	loss, sent, notAnswering, suspect, suspectLoss, disputed, agents *prometheus.Desc
+	h                                                                              *Hub
+	loss, sent, notAnswering, suspect, suspectLoss, suspectDelay, disputed, agents *prometheus.Desc
 }
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.loss, c.sent, c.notAnswering, c.suspect, c.suspectLoss, c.disputed, c.agents} {
+	for _, d := range []*prometheus.Desc{c.loss, c.sent, c.notAnswering, c.suspect, c.suspectLoss, c.suspectDelay, c.disputed, c.agents} {
 		ch <- d
 	}
 }
@@ -110,6 +114,9 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		seen[k] = true
 		ch <- prometheus.MustNewConstMetric(c.suspect, prometheus.GaugeValue, s.Score, s.Kind, s.Name, s.Family)
 		ch <- prometheus.MustNewConstMetric(c.suspectLoss, prometheus.GaugeValue, s.EstimatedLoss, s.Kind, s.Name, s.Family)
+		if s.Kind == api.KindLatency {
+			ch <- prometheus.MustNewConstMetric(c.suspectDelay, prometheus.GaugeValue, s.AddedDelay, s.Kind, s.Name, s.Family)
+		}
 	}
 	for _, d := range h.diag.Disputed {
 		k := [3]string{"disputed/" + d.Kind, d.Name, d.Family}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/netprober/prober/api"
 )
 
 // Config says how to group, name and judge what the agents report.
@@ -60,6 +62,12 @@ type Thresholds struct {
 	// of black-holed flows take paths no trace shows). It can hide a
 	// small second fault beside a large one. Default 0.01.
 	MinScore float64
+	// LatencyMs is the delay, in milliseconds, a flow's median round trip
+	// must carry above the round's fastest flow for the flow to count as
+	// slow, and the least a latency suspect adds. Default 10: a healthy
+	// fabric's medians sit within a millisecond or two of each other,
+	// even across zones, and a deep buffer or a slow path adds tens.
+	LatencyMs float64
 }
 
 // Defaults of Config, for a zero field. config fills the matrix
@@ -82,6 +90,7 @@ var DefaultThresholds = Thresholds{
 	RackShare: 0.5,
 	MinSent:   20,
 	MinScore:  0.01,
+	LatencyMs: 10,
 }
 
 // SetDefaults fills every zero field from DefaultThresholds.
@@ -93,6 +102,7 @@ func (t *Thresholds) SetDefaults() {
 	t.RackShare = cmp.Or(t.RackShare, d.RackShare)
 	t.MinSent = cmp.Or(t.MinSent, d.MinSent)
 	t.MinScore = cmp.Or(t.MinScore, d.MinScore)
+	t.LatencyMs = cmp.Or(t.LatencyMs, d.LatencyMs)
 }
 
 // SetDefaults fills every zero field: GroupBy, K, Window and Thresholds.
@@ -136,6 +146,9 @@ func (c Config) Check(bad func(field, format string, args ...any)) {
 	}
 	if !(th.MinScore > 0 && th.MinScore <= 1) {
 		bad("thresholds.minScore", "%v not in (0, 1]: a share of the round's excess loss", th.MinScore)
+	}
+	if !(th.LatencyMs > 0 && th.LatencyMs <= 1000*api.MaxSeconds) {
+		bad("thresholds.latencyMs", "%v not in (0, %d]: milliseconds a slow flow's median round trip adds", th.LatencyMs, 1000*api.MaxSeconds)
 	}
 	parseHops(c.Hops, bad)
 }

@@ -346,6 +346,15 @@ var listRows = []listRow{
 	// enter or leave (unplacedPMTU), as the tier stage names loss there.
 	{name: "silent routers: PMTU black hole", cfg: large(silentFabric), kind: matrixsim.MTUBlackhole, minPrec: 0.98, minRecall: 0.95},
 	{name: "overlay, silent routers: PMTU black hole", cfg: large(silentOverlay), kind: matrixsim.MTUBlackhole, minPrec: 0.98, minRecall: 0.95},
+	// Added delay (latencySuspects), 20 ms each way through the element,
+	// the default threshold 10 ms.
+	{name: "spine adds 20 ms", cfg: evalFabric, kind: matrixsim.SpineDelay, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "link adds 20 ms", cfg: evalFabric, kind: matrixsim.LinkDelay, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "pods: spine adds 20 ms", cfg: podFabric, kind: matrixsim.SpineDelay, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "lab shape: spine adds 20 ms", cfg: labShape, kind: matrixsim.SpineDelay, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "lab shape, overlay: spine adds 20 ms", cfg: labShapeOverlay, kind: matrixsim.SpineDelay, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "three tiers: aggregation switch adds 20 ms", cfg: threeTier, kind: matrixsim.SpineDelay, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "overlay: link adds 20 ms", cfg: overlayFabric, kind: matrixsim.LinkDelay, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	{name: "large probes, silent routers: link 5%", cfg: large(silentFabric), kind: matrixsim.LinkLoss, loss: 0.05, minPrec: 0.98, minRecall: 0.95},
 	{name: "large probes, silent routers: spine 2%", cfg: large(silentFabric), kind: matrixsim.SpineLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	{name: "large probes: link 5%", cfg: large(evalFabric), kind: matrixsim.LinkLoss, loss: 0.05, minPrec: 0.98, minRecall: 0.95},

@@ -96,6 +96,7 @@ type flowRec struct {
 	sourcePort       uint16
 	traced           bool
 	suspectHop       int16
+	rtt              uint16 // median round trip, in rttTicks (0: none answered)
 	sent, lost       uint64
 	hopStart, hopEnd int32
 }
@@ -277,7 +278,7 @@ func sanitize(s *api.Stats) {
 }
 
 func (m *Matrix) flowOf(a *agentState, f *api.Flow) flowRec {
-	fr := flowRec{sourcePort: f.SourcePort, sent: clampCount(f.Sent), lost: clampCount(f.Lost), suspectHop: -1}
+	fr := flowRec{sourcePort: f.SourcePort, sent: clampCount(f.Sent), lost: clampCount(f.Lost), suspectHop: -1, rtt: rttTicks(f.RTTP50)}
 	if fr.lost > fr.sent {
 		fr.lost = fr.sent
 	}

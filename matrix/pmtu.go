@@ -85,57 +85,32 @@ func namedPMTU(r *round, blacks []black, passes map[int32]bool) []candidate {
 	if len(blacks) == 0 {
 		return nil
 	}
-	var out []candidate
-	covered := make([]bool, len(blacks))
-	for range maxPMTU {
-		crossed := map[int32][]int{} // link -> the uncovered black flows across it
-		for i, b := range blacks {
-			if covered[i] {
-				continue
-			}
-			for _, l := range b.links {
-				if !passes[l] {
-					crossed[l] = append(crossed[l], i)
-				}
-			}
-		}
-		best := int32(-1)
-		for l, fs := range crossed {
-			if best < 0 || len(fs) > len(crossed[best]) || len(fs) == len(crossed[best]) && l < best {
-				best = l
-			}
-		}
-		if best < 0 || len(crossed[best]) < 2 {
-			break // one flow alone is not enough to name a place
-		}
-		lostThere := uint64(0)
-		for _, i := range crossed[best] {
-			lostThere += blacks[i].lost
-		}
-		if lostThere < minBlackProbes {
-			break
-		}
-		group := []int32{best}
-		for l, fs := range crossed {
-			if l != best && slices.Equal(fs, crossed[best]) {
-				group = append(group, l)
-			}
-		}
-		slices.Sort(group)
-		var sent, lost float64
-		for _, i := range crossed[best] {
-			covered[i] = true
+	failed := make([][]int32, len(blacks))
+	for i, b := range blacks {
+		failed[i] = b.links
+	}
+	lostBy := func(flows []int) (sent, lost float64) {
+		for _, i := range flows {
 			sent += float64(blacks[i].sent)
 			lost += float64(blacks[i].lost)
 		}
-		for _, l := range group {
-			c := candidate{dev: -1, conf: 1, excess: lost / float64(len(group)), links: []int32{l}}
+		return sent, lost
+	}
+	picks := coverFlows(failed, func(l int32) bool { return passes[l] }, maxPMTU, func(flows []int, _ int) bool {
+		_, lost := lostBy(flows)
+		return lost >= minBlackProbes
+	})
+	var out []candidate
+	for _, pk := range picks {
+		sent, lost := lostBy(pk.flows)
+		for _, l := range pk.elems {
+			c := candidate{dev: -1, conf: 1, excess: lost / float64(len(pk.elems)), links: []int32{l}}
 			c.Kind, c.Name, c.EstimatedLoss = KindPMTU, r.linkName(l), 1
 			lk := r.links[l]
 			c.Addresses = append(slices.Clone(r.devAddr[lk.from]), r.devAddr[lk.to]...)
-			detail := fmt.Sprintf("a path MTU black hole: %d flows across it lost every large probe while their small ones passed, and no flow whose large probes got through crosses it: it drops packets above its MTU and no \"fragmentation needed\" / \"packet too big\" reaches the sender", len(crossed[best]))
+			detail := fmt.Sprintf("a path MTU black hole: %d flows across it lost every large probe while their small ones passed, and no flow whose large probes got through crosses it: it drops packets above its MTU and no \"fragmentation needed\" / \"packet too big\" reaches the sender", len(pk.flows))
 			var ties []Ref
-			for _, o := range group {
+			for _, o := range pk.elems {
 				if o != l {
 					ties = append(ties, Ref{Kind: KindPMTU, Name: r.linkName(o)})
 				}
@@ -143,7 +118,7 @@ func namedPMTU(r *round, blacks []black, passes map[int32]bool) []candidate {
 			if len(ties) > 0 {
 				detail += "; the data cannot tell it from the other links these flows cross alike"
 			}
-			c.Evidence = Evidence{Stage: "pmtu", Detail: detail, LossyFlows: len(crossed[best]),
+			c.Evidence = Evidence{Stage: "pmtu", Detail: detail, LossyFlows: len(pk.flows),
 				LostProbes: lost, SentProbes: sent, Ties: ties, Links: []string{c.Name}}
 			out = append(out, c)
 		}
@@ -278,24 +253,4 @@ func (p *pass) unplacedPMTU(loose []looseFlow) (candidate, bool) {
 		c.Evidence.Examples = append(c.Evidence.Examples, ref)
 	}
 	return c, true
-}
-
-// pmtuScores scores the black holes apart from the loss suspects: a
-// packet size that never passes is not a share of random loss. The
-// links named share what they explain of the black-holed flows.
-func pmtuScores(cs []candidate) []Suspect {
-	total := 0.0
-	for _, c := range cs {
-		total += c.excess
-	}
-	out := make([]Suspect, 0, len(cs))
-	for _, c := range cs {
-		s := c.Suspect
-		s.Score = c.excess / total
-		if s.Evidence.Examples == nil {
-			s.Evidence.Examples = []FlowRef{}
-		}
-		out = append(out, s)
-	}
-	return out
 }

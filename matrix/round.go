@@ -157,6 +157,7 @@ type rflow struct {
 	// unseen: traced, but no router between its ends answered, nor is
 	// one known for them (unseenFabric): its middle is a silent fabric.
 	unseen bool
+	rtt    uint16 // median round trip, in rttTicks
 }
 
 type pair struct {
@@ -402,7 +403,7 @@ func (m *Matrix) addPair(r *round, tr *tracer, src, ai, ti int32) {
 			rf := rflow{
 				pair: int32(len(r.pairs)), sourcePort: f.sourcePort,
 				sent: f.sent, lost: f.lost, src: src, dst: dst,
-				entry: -1, tail: -1, suspectHop: f.suspectHop,
+				entry: -1, tail: -1, suspectHop: f.suspectHop, rtt: f.rtt,
 				hopStart: f.hopStart, hopEnd: f.hopEnd,
 				linkStart: int32(len(r.flowLinks)),
 			}

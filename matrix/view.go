@@ -170,7 +170,7 @@ func markSuspects(f *Fabric, now time.Time, suspects []Suspect) {
 		if s.Score < ListScore {
 			continue
 		}
-		if from, to, ok := strings.Cut(s.Name, "->"); ok && (s.Kind == KindLink || s.Kind == KindPMTU) {
+		if from, to, ok := strings.Cut(s.Name, "->"); ok && (s.Kind == KindLink || s.Kind == KindPMTU || s.Kind == KindLatency) {
 			for i := range f.Links {
 				if f.Links[i].From == from && f.Links[i].To == to {
 					f.Links[i].Suspect = true

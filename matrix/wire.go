@@ -35,6 +35,7 @@ const (
 	KindTier      = api.KindTier
 	KindDataplane = api.KindDataplane
 	KindPMTU      = api.KindPMTU
+	KindLatency   = api.KindLatency
 
 	StateFresh = api.StateFresh
 	StateStale = api.StateStale

@@ -125,6 +125,11 @@ const (
 	// MTUBlackhole is a link placed as LinkLoss's that drops every large
 	// probe (LargeEvery) in silence and passes the small ones.
 	MTUBlackhole Kind = "mtu"
+	// SpineDelay is a spine (three tiers: an aggregation switch) that
+	// delays every packet it forwards by Delay, dropping none; LinkDelay
+	// one direction of a link placed as LinkLoss's.
+	SpineDelay Kind = "spine_delay"
+	LinkDelay  Kind = "link_delay"
 )
 
 // Fault is one injected fault.
@@ -139,6 +144,8 @@ type Fault struct {
 	Rack, Spine, Node int
 	Pod, Super        int
 	Up                bool
+	// Delay is the seconds a delay kind adds (Random's loss argument).
+	Delay float64
 	// And are faults at the same time, of the loss kinds (link, spine,
 	// tor, host, dataplane); Truth names ft's own place only.
 	And []Fault
@@ -401,6 +408,11 @@ func (f *Fabric) Truth(ft Fault) (kind, name string) {
 	case MTUBlackhole:
 		_, name := f.Truth(Fault{Kind: LinkLoss, Rack: ft.Rack, Spine: ft.Spine, Pod: ft.Pod, Up: ft.Up})
 		return "pmtu", name
+	case SpineDelay:
+		return "latency", f.upperName(ft.Pod, ft.Spine)
+	case LinkDelay:
+		_, name := f.Truth(Fault{Kind: LinkLoss, Rack: ft.Rack, Spine: ft.Spine, Pod: ft.Pod, Up: ft.Up})
+		return "latency", name
 	case LinkLoss:
 		up := f.upperName(f.podOf(ft.Rack), ft.Spine)
 		if ft.Up {
@@ -482,6 +494,9 @@ func (f *Fabric) Random(k Kind, loss float64, rng *rand.Rand) Fault {
 		Node: rng.IntN(f.cfg.NodesPerRack), Up: rng.IntN(2) == 0}
 	if f.cfg.SuperSpines > 0 { // drawn after the others: two tiers draw as before
 		ft.Pod, ft.Super = rng.IntN(f.pods()), rng.IntN(f.cfg.SuperSpines)
+	}
+	if k == SpineDelay || k == LinkDelay {
+		ft.Delay, ft.Loss = loss, 0
 	}
 	return ft
 }
@@ -632,7 +647,11 @@ func (f *Fabric) podObservations(node int, ft Fault, faulty faults, rng *rand.Ra
 type faults struct {
 	// big, when set, is what large probes meet instead: an
 	// MTUBlackhole's link, dropping all.
-	big       *faults
+	big *faults
+	// slow, when set, is where packets are delayed by delay seconds: a
+	// delay kind's element, "dropping" all in this index.
+	slow      *faults
+	delay     float64
 	link      map[[2]int]float64 // (rack, spine, up) encoded; see linkKey
 	spine     map[int]float64    // by agg (in two tiers the spine)
 	super     map[int]float64
@@ -682,6 +701,13 @@ func (f *Fabric) faultIndex(ft Fault) faults {
 	case MTUBlackhole:
 		big := f.faultIndex(Fault{Kind: LinkLoss, Loss: 1, Rack: ft.Rack, Spine: ft.Spine, Pod: ft.Pod, Up: ft.Up})
 		x.big = &big
+	case SpineDelay, LinkDelay:
+		k := SpineLoss
+		if ft.Kind == LinkDelay {
+			k = LinkLoss
+		}
+		slow := f.faultIndex(Fault{Kind: k, Loss: 1, Rack: ft.Rack, Spine: ft.Spine, Pod: ft.Pod, Up: ft.Up})
+		x.slow, x.delay = &slow, ft.Delay
 	}
 	for _, o := range ft.And {
 		y := f.faultIndex(o)
@@ -868,7 +894,12 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 		if cfg.Untraced {
 			fp = nil
 		}
-		tcp.Flows = append(tcp.Flows, api.Flow{SourcePort: uint16(sport), Stats: api.Stats{Sent: sent, Lost: lost, LossRatio: float64(lost) / float64(sent)}, Path: fp})
+		st := api.Stats{Sent: sent, Lost: lost, LossRatio: float64(lost) / float64(sent)}
+		if lost < sent {
+			st.RTTP50 = f.rtt(src, peer, w, &x, local, sport, dstID, len(hops))
+			st.RTTP99 = st.RTTP50
+		}
+		tcp.Flows = append(tcp.Flows, api.Flow{SourcePort: uint16(sport), Stats: st, Path: fp})
 		tcp.Sent += sent
 		tcp.Lost += lost
 	}
@@ -885,6 +916,24 @@ func (f *Fabric) target(src, dst int, ft Fault, x faults, rng *rand.Rand) api.Ta
 		t.Protocols = append(t.Protocols, h2)
 	}
 	return t
+}
+
+// rtt is a flow's median round trip: 100 µs, 20 a hop, up to 50 more
+// from the 5-tuple (a hash, not the random source, so that the loss of
+// every row draws as before), and a delay kind's delay each way the
+// flow or its reply crosses its element.
+func (f *Fabric) rtt(src, peer int, w way, x *faults, local bool, sport, dstID uint64, hops int) float64 {
+	rtt := 100e-6 + 20e-6*float64(hops) + 50e-6*float64(hash(uint64(src), dstID, sport, dport, 4242)%1000)/1000
+	if x.slow == nil || local {
+		return rtt
+	}
+	if ok, _ := f.oneWay(src, peer, w, x.slow, hash(uint64(src), dstID, sport, dport, 999)); ok == 0 {
+		rtt += x.delay
+	}
+	if ok, _ := f.reverse(src, peer, sport, dstID, 0, x.slow); ok == 0 {
+		rtt += x.delay
+	}
+	return rtt
 }
 
 // largeProbes adds flow sport's large probes (Config.LargeEvery) to

@@ -1,0 +1,75 @@
+package matrix_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/netprober/prober/matrix"
+	"github.com/netprober/prober/matrix/matrixsim"
+)
+
+// TestLatency: a spine that delays what it forwards by 20 ms is named,
+// alone, as a latency suspect adding about that; so is one direction of
+// one link, and not its spine. Delay below the threshold names nothing
+// and the threshold is the user's: 4 ms is named at latencyMs 2. A
+// delaying spine beside a lossy link: each is named for what it does.
+func TestLatency(t *testing.T) {
+	t.Parallel()
+	fab, err := matrixsim.New(matrixsim.Config{Racks: 3, NodesPerRack: 3, Spines: 3, Pods: true, FlowsPerTarget: 4, ProbesPerFlow: 30, SilentHop: 0.2, Background: 1e-4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(ft matrixsim.Fault, latencyMs float64) matrix.Diagnosis {
+		t.Helper()
+		m, err := matrix.New(matrix.Config{GroupBy: "rack", Hops: fab.Hops(), Thresholds: matrix.Thresholds{LatencyMs: latencyMs}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range fab.Observations(ft, 7) {
+			if err := m.Observe(t0, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return m.Localize(t0)
+	}
+	one := func(what string, d matrix.Diagnosis, name string, added float64) {
+		t.Helper()
+		l := d.Listed()
+		if len(l) != 1 || l[0].Kind != matrix.KindLatency || l[0].Name != name {
+			t.Fatalf("%s: listed %v, want latency/%s alone", what, brief(l), name)
+		}
+		if a := l[0].AddedDelay; a < added*0.9 || a > added*2.1 {
+			t.Errorf("%s: adds %.4g s, want about %.4g", what, a, added)
+		}
+		if ev := l[0].Evidence; ev.Stage != "latency" || ev.LossyFlows < 2 || len(ev.Examples) == 0 || ev.PValue >= 0.01 {
+			t.Errorf("%s: evidence %+v: want the latency stage, its slow flows, examples", what, ev)
+		}
+	}
+	one("spine2 adds 20 ms", run(matrixsim.Fault{Kind: matrixsim.SpineDelay, Spine: 1, Delay: 0.020}, 0), "spine2", 0.020)
+	one("tor1->spine3 adds 20 ms", run(matrixsim.Fault{Kind: matrixsim.LinkDelay, Rack: 0, Spine: 2, Up: true, Delay: 0.020}, 0), "tor1->spine3", 0.020)
+	if l := run(matrixsim.Fault{Kind: matrixsim.SpineDelay, Spine: 1, Delay: 0.004}, 0).Listed(); len(l) != 0 {
+		t.Errorf("4 ms each way, below the default 10: listed %v, want nothing", brief(l))
+	}
+	one("4 ms at latencyMs 2", run(matrixsim.Fault{Kind: matrixsim.SpineDelay, Spine: 1, Delay: 0.004}, 2), "spine2", 0.004)
+	both := run(matrixsim.Fault{Kind: matrixsim.SpineDelay, Spine: 0, Delay: 0.030,
+		And: []matrixsim.Fault{{Kind: matrixsim.LinkLoss, Rack: 2, Spine: 2, Up: true, Loss: 0.05}}}, 0)
+	got := map[string]bool{}
+	for _, s := range both.Listed() {
+		got[s.Kind+"/"+s.Name] = true
+	}
+	if len(got) != 2 || !got["latency/spine1"] || !got["link/tor3->spine3"] {
+		t.Errorf("spine1 adds 30 ms, tor3->spine3 loses 5%%: listed %v", brief(both.Listed()))
+	}
+}
+
+// TestLatencyThresholdChecked: the threshold is checked with its path.
+func TestLatencyThresholdChecked(t *testing.T) {
+	t.Parallel()
+	for _, ms := range []float64{-1, 1e9} {
+		if _, err := matrix.New(matrix.Config{Thresholds: matrix.Thresholds{LatencyMs: ms}}); err == nil {
+			t.Errorf("latencyMs %v: accepted", ms)
+		} else if want := "thresholds.latencyMs"; !strings.Contains(err.Error(), want) {
+			t.Errorf("latencyMs %v: %v, want it to name %s", ms, err, want)
+		}
+	}
+}
