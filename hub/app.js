@@ -980,12 +980,12 @@ function traceHTML(res, source, target) {
 
 // ---- suspects, history, lists ----
 function renderSuspects(d) {
-  if (!d.suspects || !d.suspects.length) { $("suspects").innerHTML = '<p class="ok">none: no element drops significantly more than a healthy one</p>'; return; }
-  $("suspects").innerHTML = '<table class="list"><tr><th>kind</th><th>name</th><th>score</th><th>est. loss</th><th>since</th><th>evidence</th></tr>' +
+  if (!d.suspects || !d.suspects.length) { $("suspects").innerHTML = '<p class="ok">none: no element drops or delays significantly more than a healthy one</p>'; return; }
+  $("suspects").innerHTML = '<table class="list"><tr><th>kind</th><th>name</th><th>score</th><th>est. loss / delay</th><th>since</th><th>evidence</th></tr>' +
     d.suspects.map((s) => `<tr data-kind="${esc(s.kind)}" data-name="${esc(s.name)}"><td>${esc(s.kind)}</td>` +
       `<td><button type="button" class="link" data-select="${esc(s.name)}" title="show in the fabric and outline its cells">${esc(s.name)}</button>${s.family ? ` <span class="meta">(${esc(s.family)} only)</span>` : ""}</td>` +
-      `<td>${s.score.toFixed(2)}</td><td class="bad">${pct(s.estimatedLoss)}</td><td>${clock(s.since)} <span class="note">${ago(s.since)}</span></td>` +
-      `<td>${esc((s.evidence || {}).detail || "")} <span class="note">${(s.evidence || {}).lossyFlows || 0} lossy / ${(s.evidence || {}).cleanFlows || 0} clean flows</span></td></tr>`).join("") + "</table>";
+      `<td>${s.score.toFixed(2)}</td><td class="bad">${s.kind === "latency" ? "+" + ((s.addedDelaySeconds || 0) * 1e3).toFixed(1) + " ms" : pct(s.estimatedLoss)}</td><td>${clock(s.since)} <span class="note">${ago(s.since)}</span></td>` +
+      `<td>${esc((s.evidence || {}).detail || "")} <span class="note">${s.kind === "latency" ? `${(s.evidence || {}).lossyFlows || 0} slow flows` : `${(s.evidence || {}).lossyFlows || 0} lossy / ${(s.evidence || {}).cleanFlows || 0} clean flows`}</span></td></tr>`).join("") + "</table>";
 }
 // sparkline draws a suspect's score over the window: x is time, y 0..1.
 function sparkline(scores, windowSeconds, now) {

@@ -158,10 +158,14 @@ func (p *pass) timed(f *rflow) bool {
 }
 
 // flowElements are the links a flow crosses (ids below nl) and the
-// devices at their ends (nl + device id), each once.
+// devices at their ends (nl + device id), each once, with the two links
+// its reply certainly crosses: out of its target's first hop and into
+// its source's. A round trip is timed whole, so an agent whose own
+// timing is late (a busy node) slows its flows alone, and flows to it
+// clear its links, while a slow link of a host slows both.
 func flowElements(r *round, f *rflow, nl int32) []int32 {
 	links := r.flowLinks[f.linkStart:f.linkEnd]
-	es := make([]int32, 0, 2*len(links)+1)
+	es := make([]int32, 0, 2*len(links)+3)
 	for k, l := range links {
 		lk := r.links[l]
 		es = append(es, l)
@@ -169,6 +173,12 @@ func flowElements(r *round, f *rflow, nl int32) []int32 {
 			es = append(es, nl+lk.from)
 		}
 		es = append(es, nl+lk.to)
+	}
+	first, last := r.links[links[0]], r.links[links[len(links)-1]]
+	for _, back := range [2]int32{r.lookupLink(first.to, first.from), r.lookupLink(last.to, last.from)} {
+		if back >= 0 {
+			es = append(es, back)
+		}
 	}
 	slices.Sort(es)
 	return slices.Compact(es)

@@ -62,6 +62,58 @@ func TestLatency(t *testing.T) {
 	}
 }
 
+// TestLatencyBusyAgent: one agent times every flow 30 ms late (its node
+// is busy): nothing is named, since the flows to it, whose replies leave
+// by its links, are fast. Its uplink slow both ways is named.
+func TestLatencyBusyAgent(t *testing.T) {
+	t.Parallel()
+	fab, err := matrixsim.New(matrixsim.Config{Racks: 3, NodesPerRack: 3, Spines: 3, FlowsPerTarget: 4, ProbesPerFlow: 30, Background: 1e-4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := fab.Observations(matrixsim.Fault{Kind: matrixsim.Healthy}, 3)
+	busy := fab.NodeName(1, 1)
+	for i := range obs {
+		if obs[i].Agent.Name != busy {
+			continue
+		}
+		for j := range obs[i].Targets {
+			for k := range obs[i].Targets[j].Protocols {
+				p := &obs[i].Targets[j].Protocols[k]
+				for f := range p.Flows {
+					p.Flows[f].RTTP50 += 0.030
+				}
+			}
+		}
+	}
+	if l := diagnose(t, fab.Hops(), obs).Listed(); len(l) != 0 {
+		t.Errorf("%s times its flows 30 ms late: listed %v, want nothing", busy, brief(l))
+	}
+	// Now its link is slow: the flows to it are late too.
+	for i := range obs {
+		for j := range obs[i].Targets {
+			if obs[i].Targets[j].Name != busy {
+				continue
+			}
+			for k := range obs[i].Targets[j].Protocols {
+				p := &obs[i].Targets[j].Protocols[k]
+				for f := range p.Flows {
+					p.Flows[f].RTTP50 += 0.030
+				}
+			}
+		}
+	}
+	l := diagnose(t, fab.Hops(), obs).Listed()
+	if len(l) == 0 {
+		t.Fatalf("%s's link adds 30 ms both ways: nothing listed", busy)
+	}
+	for _, s := range l {
+		if s.Kind != matrix.KindLatency || !strings.Contains(s.Name, busy) {
+			t.Errorf("%s's link adds 30 ms both ways: listed %v, want %s or its links, tied", busy, brief(l), busy)
+		}
+	}
+}
+
 // TestLatencyThresholdChecked: the threshold is checked with its path.
 func TestLatencyThresholdChecked(t *testing.T) {
 	t.Parallel()

@@ -125,13 +125,17 @@ func printDiagnosis(w io.Writer, d matrix.Diagnosis) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "    kind\tname\tscore\test. loss\tevidence")
+	fmt.Fprintln(tw, "    kind\tname\tscore\test. loss/delay\tevidence")
 	for _, s := range d.Suspects {
 		name := s.Name
 		if s.Family != "" {
 			name += " (" + s.Family + " only)"
 		}
-		fmt.Fprintf(tw, "    %s\t%s\t%.2f\t%.1f%%\t%s\n", s.Kind, name, s.Score, 100*s.EstimatedLoss, strings.TrimSpace(s.Evidence.Detail))
+		est := fmt.Sprintf("%.1f%%", 100*s.EstimatedLoss)
+		if s.Kind == matrix.KindLatency {
+			est = fmt.Sprintf("+%.1f ms", 1e3*s.AddedDelay)
+		}
+		fmt.Fprintf(tw, "    %s\t%s\t%.2f\t%s\t%s\n", s.Kind, name, s.Score, est, strings.TrimSpace(s.Evidence.Detail))
 	}
 	tw.Flush()
 }
