@@ -56,14 +56,21 @@ func icmpErrorFilter(ipv6 bool) []bpf.Instruction {
 		bpf.LoadMemShift{Off: 0},          // x = IP header length
 		bpf.LoadIndirect{Off: 0, Size: 1}, // a = ICMP type
 	}
-	var timeExceeded, unreachable uint32 = icmpTimeExceeded, icmpDestUnreachable
 	if ipv6 {
-		load = []bpf.Instruction{bpf.LoadAbsolute{Off: 0, Size: 1}} // a = ICMPv6 type
-		timeExceeded, unreachable = icmp6TimeExceeded, icmp6DestUnreachable
+		// Packet Too Big is its own type on IPv6; IPv4's "fragmentation
+		// needed" is an Unreachable's code.
+		return []bpf.Instruction{
+			bpf.LoadAbsolute{Off: 0, Size: 1}, // a = ICMPv6 type
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: icmp6TimeExceeded, SkipTrue: 2},
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: icmp6PacketTooBig, SkipTrue: 1},
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: icmp6DestUnreachable, SkipTrue: 1},
+			bpf.RetConstant{Val: 0xffff},
+			bpf.RetConstant{Val: 0},
+		}
 	}
 	return append(load,
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: timeExceeded, SkipTrue: 1},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unreachable, SkipTrue: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: icmpTimeExceeded, SkipTrue: 1},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: icmpDestUnreachable, SkipTrue: 1},
 		bpf.RetConstant{Val: 0xffff},
 		bpf.RetConstant{Val: 0},
 	)

@@ -70,7 +70,7 @@ func TestICMPErrorFilter(t *testing.T) {
 		{"ipv4 echo request", false, v4(icmpEchoRequest), false},
 		{"ipv6 time exceeded", true, v6(icmp6TimeExceeded), true},
 		{"ipv6 unreachable", true, v6(icmp6DestUnreachable), true},
-		{"ipv6 packet too big", true, v6(2), false},
+		{"ipv6 packet too big", true, v6(icmp6PacketTooBig), true},
 		{"ipv6 echo request", true, v6(icmp6EchoRequest), false},
 		{"ipv6 echo reply", true, v6(icmp6EchoReply), false},
 		{"ipv6 neighbor solicitation", true, v6(135), false},

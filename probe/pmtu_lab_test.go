@@ -20,7 +20,8 @@ import (
 // a plain SYN are answered: a PMTU black hole. With the uplinks at MTU
 // 1,300 and the routers sending "fragmentation needed" / "packet too
 // big" (mtu), the 1,400-byte SYN is TooBig, path MTU 1,300: discovery
-// works, no loss. (1,300: IPv6's links carry 1,280 at least.)
+// works, no loss, and a 1,400-byte trace ends at the router that says
+// so. (1,300: IPv6's links carry 1,280 at least.)
 func TestProbeSizedOnTheLab(t *testing.T) {
 	f := labtest.Up(t, lab.Spec{Spines: 3, Racks: 2, NodesPerRack: 1, PodsPerNode: -1, IPv6: true})
 	src, _ := f.Host("n11")
@@ -90,6 +91,37 @@ func TestProbeSizedOnTheLab(t *testing.T) {
 			}
 			expect("signalled", 1400, probe.TooBig, 1300)
 			expect("signalled", 1280, probe.OK, 0)
+			// A 1,400-byte trace ends where the router says too big:
+			// an Unreachable from tor1, on IPv6 a Packet Too Big.
+			var tr *probe.Tracer
+			if err := lab.Do(src.Namespace, func() (err error) {
+				tr, err = probe.NewTracer(e, nil)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			trDone := make(chan error, 1)
+			go func() { trDone <- tr.Run(ctx) }()
+			fts, err := tr.Trace(ctx, target, ports, probe.TraceConfig{Probes: 2, MaxTTL: 6, Size: 1400})
+			tr.Close()
+			if rerr := <-trDone; rerr != nil {
+				t.Errorf("tracer Run: %v", rerr)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			hops := f.Hops()
+			for _, ft := range fts {
+				var last probe.Hop
+				for _, h := range ft.Hops {
+					if h.Addr.IsValid() {
+						last = h
+					}
+				}
+				if ft.Reached || !last.Unreachable || hops[last.Addr.String()] != "tor1" {
+					t.Errorf("signalled: 1,400-byte trace of port %d: reached %v, hops %+v; want it to end at tor1, unreachable", ft.SourcePort, ft.Reached, ft.Hops)
+				}
+			}
 			if err := f.Clear(ctx); err != nil {
 				t.Fatal(err)
 			}

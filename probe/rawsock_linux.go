@@ -44,10 +44,13 @@ type linuxRaw struct {
 	rn     int
 	rerr   error
 	readFn func(fd uintptr) bool
-	// from6 and from6Len are recvfrom's source address on IPv6, held
-	// here for the same reason: unix.Recvfrom allocates a Sockaddr.
-	from6    unix.RawSockaddrInet6
-	from6Len uint32
+	// from6 is the source address on IPv6, held here for the same
+	// reason: unix.Recvmsg allocates a Sockaddr. msg, iov and oob are
+	// recvmsg's, oob room for the kernel's receive timestamp.
+	from6 unix.RawSockaddrInet6
+	msg   unix.Msghdr
+	iov   unix.Iovec
+	oob   [64]byte
 }
 
 // openTCPRaw opens the tcp_syn socket. The kernel delivers it every TCP
@@ -111,10 +114,29 @@ func (r *linuxRaw) setup(prog []bpf.RawInstruction, hdrincl bool) error {
 				serr = os.NewSyscallError("setsockopt "+name, serr)
 				return
 			}
+			// A sized probe goes out at its size whatever path MTU the
+			// kernel learnt from an earlier one: each measures the path
+			// as it is now, and a trace hears the router that says too
+			// big at every TTL past it, not a local EMSGSIZE.
+			level, opt, name = unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, "IP_MTU_DISCOVER"
+			val := unix.IP_PMTUDISC_PROBE
+			if !r.src.Is4() {
+				level, opt, name, val = unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, "IPV6_MTU_DISCOVER", unix.IPV6_PMTUDISC_PROBE
+			}
+			if serr = unix.SetsockoptInt(int(fd), level, opt, val); serr != nil {
+				serr = os.NewSyscallError("setsockopt "+name, serr)
+				return
+			}
 		}
 		fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 		if serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog); serr != nil {
 			serr = os.NewSyscallError("setsockopt SO_ATTACH_FILTER", serr)
+			return
+		}
+		// The kernel stamps each packet as it arrives: a round trip
+		// then leaves out how late a busy node woke the reader.
+		if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); serr != nil {
+			serr = os.NewSyscallError("setsockopt SO_TIMESTAMPNS", serr)
 		}
 	})
 	return errors.Join(err, serr)
@@ -133,6 +155,9 @@ func (r *linuxRaw) recv(buf []byte) (int, time.Time, error) {
 	err := r.rc.Read(r.readFn)
 	r.rbuf = nil
 	at := time.Now()
+	if err == nil && r.rerr == nil {
+		at = arrival(r.oob[:r.msg.Controllen], at)
+	}
 	if err != nil {
 		return 0, at, err
 	}
@@ -149,21 +174,32 @@ func (r *linuxRaw) recv(buf []byte) (int, time.Time, error) {
 // read reads one packet into r.rbuf; false asks the poller to wait.
 // A packet longer than the buffer is cut to it.
 func (r *linuxRaw) read(fd uintptr) bool {
-	r.rn, r.rerr = unix.Read(int(fd), r.rbuf)
-	return r.rerr != unix.EAGAIN
+	return r.recvmsg(fd, r.rbuf, false)
 }
 
 // read6 reads one IPv6 payload into r.rbuf after room for the header,
-// and its source address into r.from6: recvfrom by hand, since
-// unix.Recvfrom allocates the Sockaddr it returns.
+// and its source address into r.from6.
 func (r *linuxRaw) read6(fd uintptr) bool {
-	b := r.rbuf[ipv6HeaderLen:]
-	r.from6Len = unix.SizeofSockaddrInet6
-	n, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0,
-		uintptr(unsafe.Pointer(&r.from6)), uintptr(unsafe.Pointer(&r.from6Len)))
+	return r.recvmsg(fd, r.rbuf[ipv6HeaderLen:], true)
+}
+
+// recvmsg by hand into b, with the source address when from, and the
+// control messages into r.oob: unix.Recvmsg allocates.
+func (r *linuxRaw) recvmsg(fd uintptr, b []byte, from bool) bool {
+	r.iov.Base = &b[0]
+	r.iov.SetLen(len(b))
+	r.msg = unix.Msghdr{Iov: &r.iov, Control: &r.oob[0]}
+	r.msg.SetIovlen(1)
+	r.msg.SetControllen(len(r.oob))
+	if from {
+		r.msg.Name = (*byte)(unsafe.Pointer(&r.from6))
+		r.msg.Namelen = unix.SizeofSockaddrInet6
+	}
+	n, _, errno := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.msg)), 0)
 	r.rn, r.rerr = int(n), nil
 	if errno != 0 {
 		r.rn, r.rerr = 0, errno
+		r.msg.Controllen = 0
 	}
 	return r.rerr != unix.EAGAIN
 }

@@ -341,10 +341,11 @@ func (t *TCPSYN) probe(ctx context.Context, target Target, sport uint16, timeout
 	}
 	t.encoders.Put(enc)
 	if err != nil && size > 0 && errors.Is(err, syscall.EMSGSIZE) {
-		// The local path is smaller: a path MTU the kernel learnt, or a
-		// Service VIP DNATed onto an overlay device of smaller MTU,
-		// where the node itself says "fragmentation needed". Said, so
-		// no loss; the MTU when the route cache has it.
+		// The local path is smaller: a Service VIP DNATed onto an
+		// overlay device of smaller MTU, where the node itself says
+		// "fragmentation needed" (a path MTU the kernel learnt does not
+		// stop a probe: IP_PMTUDISC_PROBE). Said, so no loss; the MTU
+		// when the route cache has it.
 		mtu := t.mtus.get(t.src, target.Addr)
 		if mtu >= size {
 			mtu = 0

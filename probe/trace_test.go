@@ -93,7 +93,7 @@ func TestDecodeQuoteIPv6(t *testing.T) {
 	for _, tc := range []struct {
 		typ   uint8
 		quote int
-	}{{icmp6TimeExceeded, 8}, {icmp6TimeExceeded, 20}, {icmp6TimeExceeded, 24}, {icmp6DestUnreachable, 24}} {
+	}{{icmp6TimeExceeded, 8}, {icmp6TimeExceeded, 20}, {icmp6TimeExceeded, 24}, {icmp6DestUnreachable, 24}, {icmp6PacketTooBig, 24}} {
 		b := timeExceeded(t, testRouter6, testSrc6, tc.typ, 4, p, tc.quote)
 		q, ok := decodeQuote(b)
 		if !ok {
@@ -104,7 +104,7 @@ func TestDecodeQuoteIPv6(t *testing.T) {
 		if q != want {
 			t.Errorf("type %d, quote of %d TCP bytes:\n got %+v\nwant %+v", tc.typ, tc.quote, q, want)
 		}
-		if q.unreachable() != (tc.typ == icmp6DestUnreachable) {
+		if q.unreachable() != (tc.typ != icmp6TimeExceeded) {
 			t.Errorf("type %d: unreachable() = %v", tc.typ, q.unreachable())
 		}
 	}
@@ -122,7 +122,6 @@ func TestDecodeQuoteIPv6(t *testing.T) {
 		"no icmp header":        good[:ipv6HeaderLen+4],
 		"echo reply":            edit(func(b []byte) { b[ipv6HeaderLen] = icmp6EchoReply }),
 		"ipv4 time exceeded":    edit(func(b []byte) { b[ipv6HeaderLen] = icmpTimeExceeded }),
-		"packet too big":        edit(func(b []byte) { b[ipv6HeaderLen] = 2 }),
 		"outer not icmpv6":      edit(func(b []byte) { b[6] = 6 }),
 		"quote is udp":          edit(func(b []byte) { b[inner+6] = 17 }),
 		"quote has hop-by-hop":  edit(func(b []byte) { b[inner+6] = 0 }),

@@ -33,13 +33,14 @@ type icmpQuote struct {
 	quotedSize int   // bytes of the quoted datagram present
 }
 
-// unreachable reports whether q is a Destination Unreachable, not a Time
-// Exceeded.
+// unreachable reports whether q is a Destination Unreachable (on IPv6
+// also a Packet Too Big, IPv4's "fragmentation needed" being an
+// Unreachable's code), not a Time Exceeded: the probe went no further.
 func (q icmpQuote) unreachable() bool {
 	if q.from.Is4() {
 		return q.typ == icmpDestUnreachable
 	}
-	return q.typ == icmp6DestUnreachable
+	return q.typ == icmp6DestUnreachable || q.typ == icmp6PacketTooBig
 }
 
 // decodeQuote parses an IP packet carrying an ICMP Time Exceeded or
@@ -108,11 +109,12 @@ func quote4(b []byte) (icmpQuote, []byte, bool) {
 
 // decodeQuote6 is decodeQuote's IPv6 form: the IPv6 header, 8 bytes of
 // ICMPv6 header, then the quoted IPv6 header and at least 8 bytes of TCP
-// (RFC 4443 quotes as much as fits in 1280 bytes). Our probes carry no
-// extension headers, so a quote with any is not ours and is refused.
+// (RFC 4443 quotes as much as fits in 1280 bytes), Packet Too Big
+// included. Our probes carry no extension headers, so a quote with any
+// is not ours and is refused.
 func decodeQuote6(b []byte) (icmpQuote, bool) {
 	q, _, ok := quote6(b)
-	return q, ok && (q.typ == icmp6TimeExceeded || q.typ == icmp6DestUnreachable)
+	return q, ok && (q.typ == icmp6TimeExceeded || q.typ == icmp6DestUnreachable || q.typ == icmp6PacketTooBig)
 }
 
 // quote6 is quote4's IPv6 form.
