@@ -153,6 +153,12 @@
 // On a dual-stack fabric every kind drops both families, unless
 // Fault.Family names one; neighbor discovery always passes, as ARP does.
 //
+// A delay (FaultDelay) is more than its table: the kernel has no netem,
+// so its rule queues packets to an nfnetlink_queue socket of the
+// process that injected it, whose goroutines let each go when due.
+// Clear and Down stop them; they also end by themselves when their
+// chain is gone (Clear in another process); Fabric.Hold waits for them.
+//
 // # Inventory
 //
 // Up writes the Fabric as JSON to /run/prober-lab/<prefix>.json; Load

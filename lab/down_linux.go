@@ -11,8 +11,9 @@ import (
 // a crashed Up left behind and the inventory does not list, and then the
 // inventory. Deleting a namespace deletes its veths (and so their peers)
 // and its nftables tables, the lab's LB and fault tables included: the
-// lab creates nothing in the caller's namespace. Down is idempotent and
-// returns every error it met, joined.
+// lab creates nothing in the caller's namespace. The delays this process
+// holds in the lab stop first. Down is idempotent and returns every error
+// it met, joined.
 func Down(prefix string) error {
 	if !prefixRE.MatchString(prefix) {
 		return fmt.Errorf("lab down: prefix %q is not 1-12 lowercase letters and digits", prefix)
@@ -20,6 +21,7 @@ func Down(prefix string) error {
 	if err := NeedNetAdmin(); err != nil {
 		return err
 	}
+	stopDelays(prefix)
 	var errs []error
 	names, err := listNS(prefix)
 	if err != nil {

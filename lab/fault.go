@@ -60,15 +60,23 @@ const (
 	// signals, which no prober should alarm on; Clear restores the
 	// lab's 1,500.
 	FaultMTU = "mtu"
+	// FaultDelay makes Device (a router) hold every packet it forwards
+	// for Millis milliseconds before it goes on, both directions: a
+	// congested or slow-path switch. This kernel has no netem: the rule
+	// queues each packet to userspace (nfnetlink_queue), and a goroutine
+	// of the process that injected the fault lets it go when its time
+	// is due. The fault lasts as long as that process holds it (see
+	// Fault.Holds, Fabric.Hold).
+	FaultDelay = "delay"
 )
 
 // FaultKinds lists every kind, in the order the CLI documents them.
-var FaultKinds = []string{FaultDeviceLoss, FaultLinkLoss, FaultBlackhole, FaultLBForget, FaultLBLoss, FaultPodNodeLoss, FaultHostNIC, FaultPartition, FaultPortLoss, FaultMTUBlackhole, FaultMTU}
+var FaultKinds = []string{FaultDeviceLoss, FaultLinkLoss, FaultBlackhole, FaultLBForget, FaultLBLoss, FaultPodNodeLoss, FaultHostNIC, FaultPartition, FaultPortLoss, FaultMTUBlackhole, FaultMTU, FaultDelay}
 
 // Fault is one injected failure. Only the fields its Kind uses may be set.
 type Fault struct {
 	Kind     string `json:"kind"`
-	Device   string `json:"device,omitempty"`   // device-loss, blackhole: "spine2", "tor1", "lb"
+	Device   string `json:"device,omitempty"`   // device-loss, blackhole, delay: "spine2", "tor1", "lb"
 	From     string `json:"from,omitempty"`     // link-loss: the sending router
 	To       string `json:"to,omitempty"`       // link-loss: the receiving router
 	Both     bool   `json:"both,omitempty"`     // link-loss: also To -> From
@@ -81,6 +89,7 @@ type Fault struct {
 	Port     int    `json:"port,omitempty"`     // port-loss: the destination port, 1..65535
 	Addr     string `json:"addr,omitempty"`     // port-loss: only packets to this address
 	MTU      int    `json:"mtu,omitempty"`      // mtu-blackhole, mtu: the largest packet that passes, in bytes
+	Millis   int    `json:"millis,omitempty"`   // delay: how long each packet is held, 1..1000 ms
 	// Family restricts any kind to one IP family, FamilyIPv4 or
 	// FamilyIPv6 ("spine2 drops 10% of IPv6 only": a broken IPv6 ECMP
 	// hash or ACL); "" breaks both, IPv6 only on a fabric with it.
@@ -108,9 +117,16 @@ func (ft Fault) String() string {
 	add("port", ft.Port, ft.Port != 0)
 	add("addr", ft.Addr, ft.Addr != "")
 	add("mtu", ft.MTU, ft.MTU != 0)
+	add("millis", ft.Millis, ft.Millis != 0)
 	add("family", ft.Family, ft.Family != "")
 	return b.String()
 }
+
+// Holds reports whether ft lives in the process that injects it: a delay
+// holds packets in that process's goroutines, so the process must stay
+// (Fabric.Hold) for as long as the fault should last. Every other kind
+// is rules in the kernel, which outlive the process.
+func (ft Fault) Holds() bool { return ft.Kind == FaultDelay }
 
 // Check reports everything wrong with ft for this fabric at once: unknown
 // kind or device, parameters out of range or not used by the kind.
@@ -171,6 +187,12 @@ func (f *Fabric) Check(ft Fault) error {
 		need("mod")
 		if ft.Mod < 2 || ft.Mod > 1024 {
 			bad("mod: %d not in 2..1024", ft.Mod)
+		}
+	case FaultDelay:
+		router("device", ft.Device, routerKinds()...)
+		need("millis")
+		if ft.Millis < 1 || ft.Millis > 1000 {
+			bad("millis: %d not in 1..1000", ft.Millis)
 		}
 	case FaultLBForget, FaultLBLoss:
 		if !f.Spec.LB {
@@ -241,8 +263,9 @@ func (f *Fabric) Check(ft Fault) error {
 			"host": ft.Host != "", "rack": ft.Rack != "", "zone": ft.Zone != "",
 			"permille": ft.Permille != 0, "mod": ft.Mod != 0,
 			"proto": ft.Proto != "", "port": ft.Port != 0, "addr": ft.Addr != "", "mtu": ft.MTU != 0,
+			"millis": ft.Millis != 0,
 		}
-		for _, k := range []string{"device", "from", "to", "both", "host", "rack", "zone", "permille", "mod", "proto", "port", "addr", "mtu"} {
+		for _, k := range []string{"device", "from", "to", "both", "host", "rack", "zone", "permille", "mod", "proto", "port", "addr", "mtu", "millis"} {
 			if set[k] && !uses[k] {
 				bad("%s: not used by %s", k, ft.Kind)
 			}

@@ -68,6 +68,18 @@ func TestFaultFamilies(t *testing.T) {
 		})
 	}
 
+	t.Run("delay family ipv6 delays IPv6 only", func(t *testing.T) {
+		to4, to6 := netip.AddrPortFrom(n21.Addr, 7003), netip.AddrPortFrom(n21.Addr6, 7003)
+		listen(t, n21.Namespace, to4)
+		listen(t, n21.Namespace, to6)
+		inject(t, lab.Fault{Kind: lab.FaultDelay, Device: "spine1", Millis: 30, Family: lab.FamilyIPv6})
+		rtt4, rtt6 := medianRTT(t, n11.Namespace, to4), medianRTT(t, n11.Namespace, to6)
+		t.Logf("median round trip %v over IPv4, %v over IPv6", rtt4, rtt6)
+		if rtt4 > 10*time.Millisecond || rtt6 < 55*time.Millisecond || rtt6 > 260*time.Millisecond {
+			t.Errorf("round trips %v (IPv4), %v (IPv6), want under 10ms and 55..260ms", rtt4, rtt6)
+		}
+	})
+
 	t.Run("link-loss drops IPv6 too", func(t *testing.T) {
 		inject(t, lab.Fault{Kind: lab.FaultLinkLoss, From: "tor1", To: "spine1", Permille: 1000})
 		want(t, replies(t, n11.Namespace, n21), map[netip.Addr]bool{n21.Addr: false, n21.Addr6: false})

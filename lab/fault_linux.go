@@ -75,6 +75,8 @@ func (f *Fabric) Inject(ctx context.Context, ft Fault) error {
 		})
 	case FaultPartition:
 		err = f.partition(ctx, ft, d)
+	case FaultDelay:
+		err = f.injectDelay(ft, d)
 	case FaultPortLoss:
 		h, _ := f.Host(ft.Host)
 		var rules [][]expr.Any
@@ -133,6 +135,12 @@ func (d dropper) random(match []expr.Any) [][]expr.Any {
 // (inet chains never see ARP). A lossy host NIC, LB or pod-to-node path
 // then loses packets, not the addresses to send them to.
 func (d dropper) install(ns, kind string, hr hookRules) error {
+	_, err := d.installChains(ns, kind, hr)
+	return err
+}
+
+// installChains is install that returns the names of the chains it added.
+func (d dropper) installChains(ns, kind string, hr hookRules) ([]string, error) {
 	if d.ndp {
 		for _, rules := range []*[][]expr.Any{&hr.prerouting, &hr.input, &hr.forward, &hr.output} {
 			if len(*rules) > 0 {
@@ -247,8 +255,11 @@ type hookRules struct {
 	prio                               nftables.ChainPriority
 }
 
-func addFault(ns, kind string, hr hookRules) error {
-	return nftIn(ns, func(c *nftables.Conn) error {
+// addFault adds hr's chains to ns's prober_fault table and returns their
+// names.
+func addFault(ns, kind string, hr hookRules) ([]string, error) {
+	var names []string
+	err := nftIn(ns, func(c *nftables.Conn) error {
 		t := &nftables.Table{Family: nftables.TableFamilyINet, Name: faultTable}
 		chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
 		if err != nil {
@@ -270,6 +281,7 @@ func addFault(ns, kind string, hr hookRules) error {
 				continue
 			}
 			ch := c.AddChain(baseChain(t, fmt.Sprintf("%s-%d-%s", kind, n, h.name), nftables.ChainTypeFilter, h.hook, hr.prio))
+			names = append(names, ch.Name)
 			n++
 			for _, r := range h.rules {
 				c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: r})
@@ -277,11 +289,15 @@ func addFault(ns, kind string, hr hookRules) error {
 		}
 		return nil
 	})
+	return names, err
 }
 
 // Clear removes every fault from every namespace of the lab, also from
-// namespaces the inventory does not list.
+// namespaces the inventory does not list. It first stops the delays this
+// process holds in the lab, which let their packets go; another
+// process's delays end when they see their chains gone.
 func (f *Fabric) Clear(ctx context.Context) error {
+	stopDelays(f.Spec.Prefix)
 	names, err := listNS(f.Spec.Prefix)
 	if err != nil {
 		return fmt.Errorf("lab %s: clear: %w", f.Spec.Prefix, err)

@@ -60,5 +60,8 @@ func (f *Fabric) Inject(ctx context.Context, ft Fault) error { return errors.Err
 // Clear needs Linux.
 func (f *Fabric) Clear(ctx context.Context) error { return errors.ErrUnsupported }
 
+// Hold needs Linux: there is never a delay to hold.
+func (f *Fabric) Hold(ctx context.Context) error { return errors.ErrUnsupported }
+
 // Silence is Linux only.
 func (f *Fabric) Silence(router string) error { return errors.ErrUnsupported }

@@ -160,6 +160,11 @@ func TestFaultCheck(t *testing.T) {
 		{"ipv4 only", f, Fault{Kind: FaultDeviceLoss, Device: "spine2", Permille: 100, Family: FamilyIPv4}, ""},
 		{"ipv6 without it", f, Fault{Kind: FaultDeviceLoss, Device: "spine2", Permille: 100, Family: FamilyIPv6}, "family: ipv6: this lab has no IPv6"},
 		{"ipv6", dual, Fault{Kind: FaultDeviceLoss, Device: "spine2", Permille: 100, Family: FamilyIPv6}, ""},
+		{"delay", f, Fault{Kind: FaultDelay, Device: "spine2", Millis: 20}, ""},
+		{"delay ipv6 only", dual, Fault{Kind: FaultDelay, Device: "tor1", Millis: 1000, Family: FamilyIPv6}, ""},
+		{"delay, bad fields", f, Fault{Kind: FaultDelay, Device: "n11", Millis: 1001, Permille: 5}, "device: unknown device \"n11\" (one of spine1, spine2, spine3, tor1, tor2, tor3, lb)\nmillis: 1001 not in 1..1000\npermille: not used by delay"},
+		{"delay without millis", f, Fault{Kind: FaultDelay, Device: "spine1"}, "millis: 0 not in 1..1000"},
+		{"millis on another kind", f, Fault{Kind: FaultDeviceLoss, Device: "spine1", Permille: 5, Millis: 20}, "millis: not used by device-loss"},
 		{"unknown family", dual, Fault{Kind: FaultPartition, Rack: "r1", Family: "inet6"}, `family: "inet6" not one of ipv4, ipv6`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -176,9 +181,16 @@ func TestFaultCheck(t *testing.T) {
 
 func TestFaultString(t *testing.T) {
 	t.Parallel()
-	ft := Fault{Kind: FaultDeviceLoss, Device: "spine2", Permille: 100, Family: FamilyIPv6}
-	if got, want := ft.String(), "device-loss device=spine2 permille=100 family=ipv6"; got != want {
-		t.Errorf("String() = %q, want %q", got, want)
+	for _, tc := range []struct {
+		ft   Fault
+		want string
+	}{
+		{Fault{Kind: FaultDeviceLoss, Device: "spine2", Permille: 100, Family: FamilyIPv6}, "device-loss device=spine2 permille=100 family=ipv6"},
+		{Fault{Kind: FaultDelay, Device: "spine2", Millis: 20, Family: FamilyIPv4}, "delay device=spine2 millis=20 family=ipv4"},
+	} {
+		if got := tc.ft.String(); got != tc.want {
+			t.Errorf("String() = %q, want %q", got, tc.want)
+		}
 	}
 }
 

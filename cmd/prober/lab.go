@@ -163,10 +163,11 @@ func runLabFault(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		"  partition   --zone z1 | --rack r1\n"+
 		"  port-loss   --host n21 --proto udp --port 53 [--addr 198.18.x.y] --permille 200\n"+
 		"  mtu-blackhole --from tor1 --to spine2 --mtu 1200 [--both]\n"+
-		"  mtu         --from tor1 --to spine2 --mtu 1200", stderr)
+		"  mtu         --from tor1 --to spine2 --mtu 1200\n"+
+		"  delay       --device spine2 --millis 20   (runs in the foreground: this process holds the packets)", stderr)
 	prefix := prefixFlag(fs)
 	var ft lab.Fault
-	fs.StringVar(&ft.Device, "device", "", "router to break: spineN, torN or lb (device-loss, blackhole)")
+	fs.StringVar(&ft.Device, "device", "", "router to break: spineN, torN or lb (device-loss, blackhole, delay)")
 	fs.StringVar(&ft.From, "from", "", "sending end of the link (link-loss, mtu-blackhole, mtu)")
 	fs.StringVar(&ft.To, "to", "", "receiving end of the link (link-loss, mtu-blackhole, mtu)")
 	fs.BoolVar(&ft.Both, "both", false, "break both directions of the link (link-loss, mtu-blackhole)")
@@ -179,6 +180,7 @@ func runLabFault(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	fs.StringVar(&ft.Proto, "proto", "", "udp or tcp (port-loss)")
 	fs.IntVar(&ft.Port, "port", 0, "destination port to drop (port-loss)")
 	fs.StringVar(&ft.Addr, "addr", "", "only packets to this address, such as a pod's behind --host (port-loss)")
+	fs.IntVar(&ft.Millis, "millis", 0, "milliseconds the device holds each packet it forwards, 1..1000 (delay)")
 	fs.IntVar(&ft.MTU, "mtu", 0, "the largest packet the link passes, in bytes: longer ones vanish, no sender told (mtu-blackhole), or get the routers' fragmentation needed (mtu)")
 	// The kind may come first (`fault device-loss --device spine2`) or
 	// after the lab's flags (`fault --prefix x device-loss ...`).
@@ -218,6 +220,15 @@ func runLabFault(ctx context.Context, args []string, stdout, stderr io.Writer, l
 		return exitRuntime
 	}
 	logger.Debug("fault", "fault", ft.String())
+	if ft.Holds() {
+		fmt.Fprintf(stdout, "lab %s: injected %s: holding packets until interrupted or 'prober lab clear --prefix %s'\n", *prefix, ft, *prefix)
+		if err := f.Hold(ctx); err != nil {
+			fmt.Fprintf(stderr, "prober lab fault: %v\n", err)
+			return exitRuntime
+		}
+		fmt.Fprintf(stdout, "lab %s: %s ended\n", *prefix, ft)
+		return exitOK
+	}
 	fmt.Fprintf(stdout, "lab %s: injected %s (undo: prober lab clear --prefix %s)\n", *prefix, ft, *prefix)
 	return exitOK
 }
