@@ -35,16 +35,6 @@ const (
 	delayPoll = time.Second
 )
 
-// delays are the delays this process holds, by lab prefix. It is the
-// package's one piece of shared state: Down, like Clear, stops a lab's
-// delays before it removes their namespaces, and Down takes a prefix,
-// not a Fabric. A delay's socket would otherwise keep its namespace,
-// and that namespace's links, alive after Down unpinned it.
-var delays = struct {
-	sync.Mutex
-	m map[string][]*delayer
-}{m: map[string][]*delayer{}}
-
 // delayer holds one delay fault's packets: the kernel queues each packet
 // the device forwards to its socket, and it accepts each one once its
 // time is due, in arrival order.
@@ -92,10 +82,11 @@ func (f *Fabric) injectDelay(ft Fault, d dropper) error {
 		logger: f.logger.With("prefix", f.Spec.Prefix, "device", ft.Device, "queue", queue),
 		stop:   stop, done: make(chan struct{}),
 	}
-	delays.Lock()
-	delays.m[dl.prefix] = append(delays.m[dl.prefix], dl)
-	delays.Unlock()
-	go dl.run(ctx)
+	hs := f.holds
+	hs.mu.Lock()
+	hs.list = append(hs.list, dl)
+	hs.mu.Unlock()
+	go dl.run(ctx, hs)
 	return nil
 }
 
@@ -163,9 +154,9 @@ func bindQueue(ns string) (*netlink.Conn, uint16, error) {
 
 // run reads, releases and watches until ctx ends or one of them fails,
 // then lets every packet still queued go and closes the socket.
-func (dl *delayer) run(ctx context.Context) {
+func (dl *delayer) run(ctx context.Context, hs *holdSet) {
 	defer close(dl.done)
-	defer dl.forget()
+	defer hs.forget(dl)
 	dl.logger.Info("lab delay holding", "chain", dl.chain, "millis", dl.hold.Milliseconds())
 	fifo := make(chan held, delayMaxLen)
 	last := make(chan uint32, 1) // the last id read, once read ends
@@ -327,29 +318,29 @@ func chainPresent(ns, chain string) (bool, error) {
 	return found, err
 }
 
-// forget removes dl from delays.
-func (dl *delayer) forget() {
-	delays.Lock()
-	defer delays.Unlock()
-	delays.m[dl.prefix] = slices.DeleteFunc(delays.m[dl.prefix], func(o *delayer) bool { return o == dl })
-	if len(delays.m[dl.prefix]) == 0 {
-		delete(delays.m, dl.prefix)
+// forget removes dl from hs.
+func (hs *holdSet) forget(dl *delayer) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.list = slices.DeleteFunc(hs.list, func(o *delayer) bool { return o == dl })
+}
+
+// running returns the delays hs holds.
+func (hs *holdSet) running() []*delayer {
+	if hs == nil {
+		return nil
 	}
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	return slices.Clone(hs.list)
 }
 
-// delaysOf returns the delays this process holds in lab prefix.
-func delaysOf(prefix string) []*delayer {
-	delays.Lock()
-	defer delays.Unlock()
-	return slices.Clone(delays.m[prefix])
-}
-
-// stopDelays stops every delay this process holds in lab prefix and
-// waits for them: each lets its packets go and closes its socket, so the
-// kernel holds nothing when the tables go (deleting a chain drops what a
-// queue holds).
-func stopDelays(prefix string) {
-	ds := delaysOf(prefix)
+// stopDelays stops every delay f holds in this process and waits for
+// them: each lets its packets go and closes its socket, so the kernel
+// holds nothing when the tables go (deleting a chain drops what a queue
+// holds).
+func (f *Fabric) stopDelays() {
+	ds := f.holds.running()
 	for _, dl := range ds {
 		dl.stop()
 	}
@@ -363,7 +354,7 @@ func stopDelays(prefix string) {
 // lab clear` in another process), or until ctx ends, which stops them
 // and removes their rules. It returns at once when there are none.
 func (f *Fabric) Hold(ctx context.Context) error {
-	ds := delaysOf(f.Spec.Prefix)
+	ds := f.holds.running()
 	for _, dl := range ds {
 		select {
 		case <-dl.done:

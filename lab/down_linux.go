@@ -11,9 +11,10 @@ import (
 // a crashed Up left behind and the inventory does not list, and then the
 // inventory. Deleting a namespace deletes its veths (and so their peers)
 // and its nftables tables, the lab's LB and fault tables included: the
-// lab creates nothing in the caller's namespace. The delays this process
-// holds in the lab stop first. Down is idempotent and returns every error
-// it met, joined.
+// lab creates nothing in the caller's namespace. A delay fault's holder
+// sees its namespace gone within a second and ends, its socket the last
+// hold on the namespace (Fabric.Clear stops its own at once). Down is
+// idempotent and returns every error it met, joined.
 func Down(prefix string) error {
 	if !prefixRE.MatchString(prefix) {
 		return fmt.Errorf("lab down: prefix %q is not 1-12 lowercase letters and digits", prefix)
@@ -21,7 +22,6 @@ func Down(prefix string) error {
 	if err := NeedNetAdmin(); err != nil {
 		return err
 	}
-	stopDelays(prefix)
 	var errs []error
 	names, err := listNS(prefix)
 	if err != nil {

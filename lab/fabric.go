@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/netprober/prober/api"
 )
@@ -107,6 +108,15 @@ type Fabric struct {
 	ControlPlane *Host `json:"control_plane,omitempty"`
 
 	logger *slog.Logger
+	// holds are the delay faults this Fabric holds in this process:
+	// Clear stops them. Up and Load make it.
+	holds *holdSet
+}
+
+// holdSet is a Fabric's running delays (delay_linux.go).
+type holdSet struct {
+	mu   sync.Mutex
+	list []*delayer
 }
 
 // StateDir holds one <prefix>.json inventory per running lab.
@@ -240,7 +250,7 @@ func Load(prefix string) (*Fabric, error) {
 	if err := json.Unmarshal(b, f); err != nil {
 		return nil, fmt.Errorf("lab %s: %s: %w", prefix, statePath(prefix), err)
 	}
-	f.logger = orDiscard(nil)
+	f.logger, f.holds = orDiscard(nil), &holdSet{}
 	return f, nil
 }
 

@@ -297,7 +297,7 @@ func addFault(ns, kind string, hr hookRules) ([]string, error) {
 // process holds in the lab, which let their packets go; another
 // process's delays end when they see their chains gone.
 func (f *Fabric) Clear(ctx context.Context) error {
-	stopDelays(f.Spec.Prefix)
+	f.stopDelays()
 	names, err := listNS(f.Spec.Prefix)
 	if err != nil {
 		return fmt.Errorf("lab %s: clear: %w", f.Spec.Prefix, err)

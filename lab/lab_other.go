@@ -65,3 +65,6 @@ func (f *Fabric) Hold(ctx context.Context) error { return errors.ErrUnsupported 
 
 // Silence is Linux only.
 func (f *Fabric) Silence(router string) error { return errors.ErrUnsupported }
+
+// delayer holds a delay fault's packets, on Linux only.
+type delayer struct{}

@@ -45,7 +45,7 @@ func Up(ctx context.Context, spec Spec, logger *slog.Logger) (*Fabric, error) {
 		return nil, fmt.Errorf("lab %s: up: %w", spec.Prefix, err)
 	}
 	f := p.fabric
-	f.logger = logger
+	f.logger, f.holds = logger, &holdSet{}
 	if err := f.save(); err != nil {
 		return nil, errors.Join(err, Down(spec.Prefix))
 	}
