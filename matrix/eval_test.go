@@ -359,6 +359,11 @@ var listRows = []listRow{
 	{name: "lab shape, overlay: spine adds 20 ms", cfg: labShapeOverlay, kind: matrixsim.SpineDelay, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	{name: "three tiers: aggregation switch adds 20 ms", cfg: threeTier, kind: matrixsim.SpineDelay, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	{name: "overlay: link adds 20 ms", cfg: overlayFabric, kind: matrixsim.LinkDelay, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	// Silent routers: the tier, or the uplinks of the rack the slow
+	// flows enter or leave (unplacedLatency).
+	{name: "silent routers: spine adds 20 ms", cfg: silentFabric, kind: matrixsim.SpineDelay, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "silent routers: link adds 20 ms", cfg: silentFabric, kind: matrixsim.LinkDelay, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
+	{name: "overlay, silent routers: spine adds 20 ms", cfg: silentOverlay, kind: matrixsim.SpineDelay, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	{name: "large probes, silent routers: link 5%", cfg: large(silentFabric), kind: matrixsim.LinkLoss, loss: 0.05, minPrec: 0.98, minRecall: 0.95},
 	{name: "large probes, silent routers: spine 2%", cfg: large(silentFabric), kind: matrixsim.SpineLoss, loss: 0.02, minPrec: 0.98, minRecall: 0.95},
 	{name: "large probes: link 5%", cfg: large(evalFabric), kind: matrixsim.LinkLoss, loss: 0.05, minPrec: 0.98, minRecall: 0.95},

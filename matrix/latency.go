@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 )
@@ -56,7 +57,7 @@ func (p *pass) latencySuspects() []candidate {
 	nl := int32(len(r.links))
 	any := false
 	for i := range r.flows {
-		if f := &r.flows[i]; p.timed(f) && f.rtt >= slowAt && f.linkEnd > f.linkStart {
+		if f := &r.flows[i]; p.timed(f) && f.rtt >= slowAt {
 			any = true
 			break
 		}
@@ -116,6 +117,9 @@ func (p *pass) latencySuspects() []candidate {
 	picks := coverFlows(slow, func(e int32) bool { return cleared[e] }, maxLatency, func(flows []int, uncovered int) bool {
 		return pvalue(len(flows), uncovered) < latencyAlpha/float64(elements)
 	})
+	if len(picks) == 0 {
+		return p.unplacedLatency(floor, slowAt, fastBelow)
+	}
 	var out []candidate
 	uncovered := len(slow)
 	for _, pk := range picks {
@@ -164,6 +168,131 @@ func (p *pass) latencySuspects() []candidate {
 		}
 	}
 	return out
+}
+
+// latencyBackground is the share of flows taken to be slow by chance
+// where none of the others is: a queue that filled for half a window.
+const latencyBackground = 0.01
+
+// unplacedLatency is the delay of slow flows no traced hop places (a
+// silent fabric). First hosts: every flow to a host slow, four at
+// least, and significantly more than the others (a binomial tail below
+// Alpha against their share, latencyBackground at least) is the host's
+// own link or stack, both ways. Then, named as unplacedPMTU names a black
+// hole there, the uplinks of the rack most other slow flows enter or
+// leave, or the spine tier, when the flows alike (between racks, into or
+// out of that rack) are slow significantly more often than the others. A
+// slow flow counts only when its source has a fast flow too: an agent
+// whose every flow is slow times late itself (a busy node), and says
+// nothing of a path.
+func (p *pass) unplacedLatency(floor, slowAt, fastBelow uint16) []candidate {
+	r := p.r
+	hasFast := make([]bool, len(r.agents))
+	for i := range r.flows {
+		if f := &r.flows[i]; p.timed(f) && f.rtt < fastBelow {
+			hasFast[r.pairs[f.pair].agent] = true
+		}
+	}
+	counted := func(f *rflow) bool { return p.timed(f) && hasFast[r.pairs[f.pair].agent] }
+	// significant tests the flows in: slow ones among all, against the
+	// counted flows outside.
+	significant := func(in func(f *rflow) bool) (sIn, nIn, base, pv float64) {
+		var sOut, nOut float64
+		for i := range r.flows {
+			f := &r.flows[i]
+			if !counted(f) {
+				continue
+			}
+			slow := 0.0
+			if f.rtt >= slowAt {
+				slow = 1
+			}
+			if in(f) {
+				sIn, nIn = sIn+slow, nIn+1
+			} else {
+				sOut, nOut = sOut+slow, nOut+1
+			}
+		}
+		base = latencyBackground
+		if nOut > 0 {
+			base = max(base, sOut/nOut)
+		}
+		return sIn, nIn, base, upperTail(sIn, nIn, base)
+	}
+	var out []candidate
+	named := map[int32]bool{} // hosts
+	slowTo := map[int32][2]int{}
+	for i := range r.flows {
+		if f := &r.flows[i]; counted(f) {
+			c := slowTo[f.dst]
+			c[1]++
+			if f.rtt >= slowAt {
+				c[0]++
+			}
+			slowTo[f.dst] = c
+		}
+	}
+	for _, d := range slices.Sorted(maps.Keys(slowTo)) {
+		if c := slowTo[d]; c[0] < 4 || c[0] < c[1] || !r.isHost(d) || len(out) == maxLatency {
+			continue
+		}
+		sIn, nIn, base, pv := significant(func(f *rflow) bool { return f.dst == d })
+		if pv >= p.th.Alpha {
+			continue
+		}
+		named[d] = true
+		c := p.latencyCandidate(floor, slowAt, func(f *rflow) bool { return f.dst == d }, r.devName[d], sIn, pv)
+		c.dev, c.Addresses = d, slices.Clone(r.devAddr[d])
+		c.Evidence.Detail = fmt.Sprintf("adds about %.3g ms: all %.0f flows to it answer %g ms or more slower than the round's fastest flow, against %.2g of the others, and no traced hop places the delay elsewhere: its own link or stack delays both ways",
+			c.AddedDelay*1e3, nIn, p.th.LatencyMs, base)
+		out = append(out, c)
+	}
+	var pairs []int32
+	for i := range r.flows {
+		if f := &r.flows[i]; counted(f) && f.rtt >= slowAt && !named[f.dst] {
+			pairs = append(pairs, f.pair)
+		}
+	}
+	if len(pairs) < 2 || len(out) == maxLatency {
+		return out
+	}
+	name, alike, match := p.unplacedSide(pairs)
+	in := func(f *rflow) bool { return match(f.pair) && !named[f.dst] }
+	sIn, nIn, base, pv := significant(in)
+	if sIn < 2 || pv >= p.th.Alpha {
+		return out
+	}
+	c := p.latencyCandidate(floor, slowAt, in, name, sIn, pv)
+	c.Evidence.Silent = true
+	c.Evidence.Detail = fmt.Sprintf("adds about %.3g ms on paths no traced hop shows: %.0f of %.0f flows %s answer %g ms or more slower than the round's fastest flow, against %.2g of the others: something there delays what it forwards; the examples' 5-tuples tell the fabric's ECMP hash tool which path they take",
+		c.AddedDelay*1e3, sIn, nIn, alike, p.th.LatencyMs, base)
+	return append(out, c)
+}
+
+// latencyCandidate is a latency suspect named for the slow counted
+// flows in selects: their median delay, the slowest as examples.
+func (p *pass) latencyCandidate(floor, slowAt uint16, in func(f *rflow) bool, name string, slow, pv float64) candidate {
+	r := p.r
+	var mine []int32
+	var excess []float64
+	for i := range r.flows {
+		if f := &r.flows[i]; p.timed(f) && f.rtt >= slowAt && in(f) {
+			mine = append(mine, int32(i))
+			excess = append(excess, float64(f.rtt-floor)*rttTick)
+		}
+	}
+	slices.Sort(excess)
+	c := candidate{dev: -1, conf: 1, excess: slow}
+	c.Kind, c.Name, c.Addresses = KindLatency, name, []string{}
+	if len(excess) > 0 {
+		c.AddedDelay = excess[len(excess)/2]
+	}
+	c.Evidence = Evidence{Stage: "latency", LossyFlows: int(slow), PValue: pv}
+	slices.SortStableFunc(mine, func(a, b int32) int { return int(r.flows[b].rtt) - int(r.flows[a].rtt) })
+	for _, fi := range mine[:min(len(mine), maxTierFlows)] {
+		c.Evidence.Examples = append(c.Evidence.Examples, p.m.flowRef(r, fi))
+	}
+	return c
 }
 
 // timed reports whether a flow's median says anything: enough answers,

@@ -64,10 +64,17 @@ func TestLatency(t *testing.T) {
 
 // TestLatencyBusyAgent: one agent times every flow 30 ms late (its node
 // is busy): nothing is named, since the flows to it, whose replies leave
-// by its links, are fast. Its uplink slow both ways is named.
+// by its links, are fast, and on a silent fabric no tier either. Its
+// uplink slow both ways is named.
 func TestLatencyBusyAgent(t *testing.T) {
 	t.Parallel()
-	fab, err := matrixsim.New(matrixsim.Config{Racks: 3, NodesPerRack: 3, Spines: 3, FlowsPerTarget: 4, ProbesPerFlow: 30, Background: 1e-4})
+	for _, silent := range []bool{false, true} {
+		t.Run(map[bool]string{false: "routed", true: "silent"}[silent], func(t *testing.T) { busyAgent(t, silent) })
+	}
+}
+
+func busyAgent(t *testing.T, silent bool) {
+	fab, err := matrixsim.New(matrixsim.Config{Racks: 3, NodesPerRack: 3, Spines: 3, FlowsPerTarget: 4, ProbesPerFlow: 30, Background: 1e-4, SilentRouters: silent})
 	if err != nil {
 		t.Fatal(err)
 	}

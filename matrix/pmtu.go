@@ -171,51 +171,15 @@ func (p *pass) unplacedPMTU(loose []looseFlow) (candidate, bool) {
 	if len(loose) < 2 {
 		return candidate{}, false
 	}
-	// The racks of a pair's ends, as the tier stage tallied them this
-	// round (no LB path, no pair within a node, both racks known).
-	rt := &p.m.loc.rt
-	ends := func(pi int32) (src, dst string, ok bool) {
-		q := rt.pairRack[pi]
-		if q[0] < 0 || q[1] < 0 || q[0] == q[1] {
-			return "", "", false
-		}
-		return rt.names[q[0]], rt.names[q[1]], true
+	pairs := make([]int32, len(loose))
+	for i, f := range loose {
+		pairs[i] = f.pair
 	}
-	// Only flows between two known racks say where (an LB's flows cross
-	// the same uplinks to a VIP beyond them): the rack most black-holed
-	// flows enter (or else leave), when it holds half of them; random
-	// loss takes a large probe here and there too.
-	type side struct {
-		out  bool
-		rack string
-	}
-	count := map[side]int{}
-	placed := 0
-	for _, f := range loose {
-		if s, d, ok := ends(f.pair); ok {
-			placed++
-			count[side{false, d}]++
-			count[side{true, s}]++
-		}
-	}
-	var best side
-	for sd, n := range count {
-		if n > count[best] || n == count[best] && (!sd.out && best.out || sd.out == best.out && sd.rack < best.rack) {
-			best = sd
-		}
-	}
-	name, alike, match := "spine", "between racks", func(string, string) bool { return true }
-	if n := count[best]; n >= 2 && 2*n >= placed {
-		if best.out {
-			name, alike, match = "uplinks of "+best.rack, "out of "+best.rack, func(s, _ string) bool { return s == best.rack }
-		} else {
-			name, alike, match = "uplinks of "+best.rack, "into "+best.rack, func(_, d string) bool { return d == best.rack }
-		}
-	}
+	name, alike, match := p.unplacedSide(pairs)
 	var lost, sent uint64
 	var mine []looseFlow
 	for _, f := range loose {
-		if s, d, ok := ends(f.pair); ok && match(s, d) {
+		if match(f.pair) {
 			lost, sent = lost+f.lost, sent+f.sent
 			mine = append(mine, f)
 		}
@@ -225,7 +189,7 @@ func (p *pass) unplacedPMTU(loose []looseFlow) (candidate, bool) {
 	}
 	var bigSent, bigLost, smallSent, smallLost uint64
 	for pi := range r.pairs {
-		if s, d, ok := ends(int32(pi)); !ok || !match(s, d) {
+		if !match(int32(pi)) {
 			continue
 		}
 		for big, fi := range largeFlows(r, pi) {
@@ -253,4 +217,55 @@ func (p *pass) unplacedPMTU(loose []looseFlow) (candidate, bool) {
 		c.Evidence.Examples = append(c.Evidence.Examples, ref)
 	}
 	return c, true
+}
+
+// unplacedSide is where the flows of pairs lie when no traced hop places
+// them, as the tier stage names a silent fabric's fault: the uplinks of
+// the rack at least half of them (two at least) enter, or else leave,
+// or else the spine tier; with the words for the flows alike and which
+// pairs are such. Only pairs between two racks the tier stage tallied
+// this round say where (an LB's flows cross the same uplinks to a VIP
+// beyond them), and only they match.
+func (p *pass) unplacedSide(pairs []int32) (name, alike string, match func(pi int32) bool) {
+	rt := &p.m.loc.rt
+	ends := func(pi int32) (src, dst string, ok bool) {
+		q := rt.pairRack[pi]
+		if q[0] < 0 || q[1] < 0 || q[0] == q[1] {
+			return "", "", false
+		}
+		return rt.names[q[0]], rt.names[q[1]], true
+	}
+	type side struct {
+		out  bool
+		rack string
+	}
+	count := map[side]int{}
+	placed := 0
+	for _, pi := range pairs {
+		if s, d, ok := ends(pi); ok {
+			placed++
+			count[side{false, d}]++
+			count[side{true, s}]++
+		}
+	}
+	var best side
+	for sd, n := range count {
+		if n > count[best] || n == count[best] && (!sd.out && best.out || sd.out == best.out && sd.rack < best.rack) {
+			best = sd
+		}
+	}
+	name, alike = "spine", "between racks"
+	which := func(string, string) bool { return true }
+	if n := count[best]; n >= 2 && 2*n >= placed {
+		name = "uplinks of " + best.rack
+		if best.out {
+			alike, which = "out of "+best.rack, func(s, _ string) bool { return s == best.rack }
+		} else {
+			alike, which = "into "+best.rack, func(_, d string) bool { return d == best.rack }
+		}
+	}
+	return name, alike, func(pi int32) bool {
+		s, d, ok := ends(pi)
+		return ok && which(s, d)
+	}
 }

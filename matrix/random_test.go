@@ -78,10 +78,10 @@ func threeTiers(c *matrixsim.Config, rng *rand.Rand) {
 }
 
 // randomClasses are the fault classes of the drawn evaluation, each at a
-// loss drawn from 2-5 %.
+// loss drawn from 2-5 % (the delay classes: 20-50 ms).
 // The super-spine classes draw three tiers every time.
 var randomClasses = []matrixsim.Kind{matrixsim.LinkLoss, matrixsim.SpineLoss, matrixsim.ToRLoss, matrixsim.HostNIC, matrixsim.Dataplane, matrixsim.Healthy,
-	matrixsim.SuperLoss, matrixsim.SuperLinkLoss}
+	matrixsim.SuperLoss, matrixsim.SuperLinkLoss, matrixsim.SpineDelay, matrixsim.LinkDelay}
 
 var randomTrials = flag.Int("random.trials", 50, "TestListQualityRandom's trials a class with -eval")
 

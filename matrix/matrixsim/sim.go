@@ -402,6 +402,10 @@ func (f *Fabric) Truth(ft Fault) (kind, name string) {
 			return "tier", "spine"
 		case ToRLoss:
 			return "device", f.RackName(ft.Rack)
+		case SpineDelay, LinkDelay:
+			loss := map[Kind]Kind{SpineDelay: SpineLoss, LinkDelay: LinkLoss}[ft.Kind]
+			_, name := f.Truth(Fault{Kind: loss, Rack: ft.Rack, Spine: ft.Spine, Pod: ft.Pod, Up: ft.Up})
+			return "latency", name
 		}
 	}
 	switch ft.Kind {
