@@ -19,7 +19,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/netprober/prober/api"
-	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/httpguard"
 	"github.com/netprober/prober/probe"
 )
@@ -58,24 +57,10 @@ type engines struct {
 	syn  *probe.TCPSYN
 }
 
-// TargetsFromConfig converts the static targets of a config. An address
-// config.Agent.Validate would reject becomes the zero Addr, never a
-// panic: Check runs on configs Validate has not seen.
-func TargetsFromConfig(c *config.Agent) []Target {
-	out := make([]Target, 0, len(c.Targets))
-	for _, t := range c.Targets {
-		addr, _ := netip.ParseAddr(t.Address)
-		out = append(out, Target{Name: t.Name, Addr: addr, Class: t.Class, Port: uint16(t.Port), Labels: t.Labels,
-			HTTP2: HTTP2{Mode: t.HTTP2, CAFile: t.CAFile, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify},
-			DNS:   dnsQuery(t.DNS), DNSOnly: t.DNS != nil && t.DNS.Only})
-	}
-	return out
-}
-
 // Agent is the per-node prober process: it probes its targets, keeps the
 // results in sliding windows and serves them.
 type Agent struct {
-	cfg *config.Agent
+	cfg Config
 	log *slog.Logger
 	src netip.Addr // the first source: the agent's address
 	// addrs are every source as observations report them, nil for a
@@ -125,31 +110,32 @@ type Agent struct {
 }
 
 // Check runs every check of cfg that New runs before it opens anything:
-// the probe engines' own checks of the configs config builds for them
-// (TCPSYNConfig, TraceConfig, HTTP2Config) and each static target's
-// HTTP/2 pinger. A config that config.Agent.Validate passed passes it;
+// the probe engines' own checks of the configs config built for them
+// (TCPSYN, Tracing.Trace, HTTP2) and each static target's HTTP/2 pinger.
+// A config built from a file config.Agent.Validate passed passes it;
 // config's parity test holds the two to that.
-func Check(cfg *config.Agent) error {
+func Check(cfg Config) error {
 	var errs []error
-	p := cfg.Probing
-	if slices.Contains(p.Protocols, probe.ProtocolTCPSYN) {
-		for _, src := range cfg.SourceAddrs() {
-			if err := cfg.TCPSYNConfig(src).Validate(); err != nil {
+	if slices.Contains(cfg.Protocols, probe.ProtocolTCPSYN) {
+		for _, src := range cfg.Sources {
+			sc := cfg.TCPSYN
+			sc.Source = src
+			if err := sc.Validate(); err != nil {
 				errs = append(errs, fmt.Errorf("tcp_syn: %w", err))
 			}
 		}
-		if p.Trace.On() {
-			if err := cfg.TraceConfig().Validate(); err != nil {
+		if cfg.Tracing.On {
+			if err := cfg.Tracing.Trace.Validate(); err != nil {
 				errs = append(errs, fmt.Errorf("trace: %w", err))
 			}
 		}
 	}
-	if slices.Contains(p.Protocols, probe.ProtocolHTTP2Ping) {
-		if err := cfg.HTTP2Config().Validate(); err != nil {
+	if slices.Contains(cfg.Protocols, probe.ProtocolHTTP2Ping) {
+		if err := cfg.HTTP2.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("http2_ping: %w", err))
 		}
 	}
-	for _, tg := range TargetsFromConfig(cfg) {
+	for _, tg := range cfg.Targets {
 		pinger, err := newPinger(cfg, tg, nil)
 		if err != nil {
 			errs = append(errs, err)
@@ -163,14 +149,14 @@ func Check(cfg *config.Agent) error {
 // New opens every socket the agent needs (probe sockets, the listener), so
 // a missing privilege or a taken port fails here, before anything starts.
 // It runs Check first.
-func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
+func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 	if err := Check(cfg); err != nil {
 		return nil, err
 	}
 	a := &Agent{
 		cfg:      cfg,
 		log:      logger,
-		src:      cfg.SourceAddr(),
+		src:      firstSource(cfg.Sources),
 		reg:      prometheus.NewRegistry(),
 		targets:  map[targetKey]*target{},
 		fams:     map[string]*engines{},
@@ -184,20 +170,19 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 	}
 	// An agent the matrix plans for serves its observations to the matrix
 	// alone (pullkey.go).
-	a.pull.required.Store(cfg.KubernetesDiscovery())
-	p := cfg.Probing
-	for _, proto := range p.Protocols {
+	a.pull.required.Store(cfg.Planned)
+	for _, proto := range cfg.Protocols {
 		a.reported = append(a.reported, reportedAs(proto)...)
 	}
-	if p.PMTU.Every > 0 {
+	if cfg.PMTU.Every > 0 {
 		a.reported = append(a.reported, probe.ProtocolTCPSYNMTU)
 	}
-	burst := max(1, int(p.MaxProbesPerSecond/5)) // two of the scheduler's bursts (schedule.go)
-	a.limiter = rate.NewLimiter(rate.Limit(p.MaxProbesPerSecond), burst)
-	a.sem = make(chan struct{}, max(16, int(p.MaxProbesPerSecond*p.Timeout.D().Seconds())+1))
+	burst := max(1, int(cfg.MaxProbesPerSecond/5)) // two of the scheduler's bursts (schedule.go)
+	a.limiter = rate.NewLimiter(rate.Limit(cfg.MaxProbesPerSecond), burst)
+	a.sem = make(chan struct{}, max(16, int(cfg.MaxProbesPerSecond*cfg.Timeout.Seconds())+1))
 	a.sched = newScheduler(a)
-	a.m = newMetrics(a.reg, cfg.PerTarget())
-	a.http2 = newHTTP2Metrics(a.reg, cfg.PerTarget(), a)
+	a.m = newMetrics(a.reg, cfg.PerTarget)
+	a.http2 = newHTTP2Metrics(a.reg, cfg.PerTarget, a)
 	defer func() {
 		if err != nil {
 			a.closeEngines()
@@ -210,7 +195,7 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 		return nil, err
 	}
 	var lns []net.Listener
-	for _, addr := range listenAddrs(cfg) {
+	for _, addr := range cfg.Listen {
 		if ap, err := netip.ParseAddrPort(addr); err == nil && ap.Port() == 0 && len(lns) > 0 {
 			// Port 0 (tests): every address on the port the first got.
 			addr = netip.AddrPortFrom(ap.Addr(), uint16(lns[0].Addr().(*net.TCPAddr).Port)).String()
@@ -226,8 +211,8 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 	}
 	a.ln = httpguard.Merge(lns...)
 	lim := serverLimits()
-	lim.QuietNew = max(lim.QuietNew, 3*p.Interval.D()) // peers' PINGs keep their connections
-	lim.Quiet = max(lim.Quiet, 3*p.Interval.D())
+	lim.QuietNew = max(lim.QuietNew, 3*cfg.Interval) // peers' PINGs keep their connections
+	lim.Quiet = max(lim.Quiet, 3*cfg.Interval)
 	a.conns = httpguard.New(a.ln, lim, a.reg, "the agent's")
 	a.ln = a.conns
 	if a.srv, err = a.newServer(); err != nil {
@@ -236,23 +221,13 @@ func New(cfg *config.Agent, logger *slog.Logger) (_ *Agent, err error) {
 	return a, nil
 }
 
-// listenAddrs are where the agent listens: the listen address, except for
-// a node agent in a cluster whose listen address is unspecified: under
-// hostNetwork that is every interface of the node (a CNI's gateway, a
-// public NIC), where no NetworkPolicy reaches, so it binds its node's own
-// addresses (its sources, the downward API's status.podIPs) and loopback
-// (kubectl port-forward) on that port instead.
-func listenAddrs(cfg *config.Agent) []string {
-	ap, err := netip.ParseAddrPort(cfg.Listen)
-	srcs, serr := config.ParseSources(cfg.Source)
-	if err != nil || !ap.Addr().IsUnspecified() || cfg.Class != config.ClassNode || !cfg.KubernetesDiscovery() || serr != nil || len(srcs) == 0 {
-		return []string{cfg.Listen}
+// firstSource is the agent's address: its first source, invalid when it
+// has none.
+func firstSource(srcs []netip.Addr) netip.Addr {
+	if len(srcs) > 0 {
+		return srcs[0]
 	}
-	var out []string
-	for _, a := range srcs {
-		out = append(out, netip.AddrPortFrom(a, ap.Port()).String())
-	}
-	return append(out, netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), ap.Port()).String())
+	return netip.Addr{}
 }
 
 // Registry is the agent's own metrics registry.
@@ -297,12 +272,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	// SetTargets, and an empty set applied now could land after, and wipe,
 	// discovery's first snapshot.
 	if len(a.cfg.Targets) > 0 {
-		if err := a.SetTargets(gctx, TargetsFromConfig(a.cfg)); err != nil {
+		if err := a.SetTargets(gctx, a.cfg.Targets); err != nil {
 			a.log.Error("targets", "err", err)
 		}
 	}
 	a.log.Info("agent started", "name", a.cfg.Name, "class", a.cfg.Class, "listen", a.ln.Addr().String(),
-		"source", a.cfg.SourceAddrs(), "targets", len(a.cfg.Targets), "protocols", a.cfg.Probing.Protocols)
+		"source", a.cfg.Sources, "targets", len(a.cfg.Targets), "protocols", a.cfg.Protocols)
 	err := g.Wait()
 	if ctx.Err() != nil && err == nil {
 		a.log.Info("agent stopped")
@@ -313,9 +288,9 @@ func (a *Agent) Run(ctx context.Context) error {
 // openEngines opens the engines of every probed protocol for each
 // source's family.
 func (a *Agent) openEngines() error {
-	p := a.cfg.Probing
+	protos := a.cfg.Protocols
 	unmatched := map[probe.Protocol][]*probe.Unmatched{}
-	srcs := a.cfg.SourceAddrs()
+	srcs := a.cfg.Sources
 	for _, src := range srcs {
 		if len(srcs) > 1 {
 			a.addrs = append(a.addrs, src.String())
@@ -323,15 +298,15 @@ func (a *Agent) openEngines() error {
 		e := &engines{src: src}
 		a.fams[api.FamilyOf(src)] = e
 		var err error
-		if slices.Contains(p.Protocols, probe.ProtocolICMP) {
+		if slices.Contains(protos, probe.ProtocolICMP) {
 			if e.icmp, err = probe.NewICMP(src, a.log); err != nil {
 				return err
 			}
 			unmatched[probe.ProtocolICMP] = append(unmatched[probe.ProtocolICMP], &e.icmp.Unmatched)
 		}
-		if slices.Contains(p.Protocols, probe.ProtocolTCPSYN) {
-			sc := a.cfg.TCPSYNConfig(src)
-			sc.Logger = a.log
+		if slices.Contains(protos, probe.ProtocolTCPSYN) {
+			sc := a.cfg.TCPSYN
+			sc.Source, sc.Logger = src, a.log
 			if e.syn, err = probe.NewTCPSYN(sc); err != nil {
 				return err
 			}
@@ -339,8 +314,8 @@ func (a *Agent) openEngines() error {
 		}
 	}
 	a.reg.MustRegister(newUnmatchedCollector(unmatched))
-	if slices.Contains(p.Protocols, probe.ProtocolICMP) {
-		a.reg.MustRegister(newNotAnsweringCollector(a, a.cfg.PerTarget()))
+	if slices.Contains(protos, probe.ProtocolICMP) {
+		a.reg.MustRegister(newNotAnsweringCollector(a, a.cfg.PerTarget))
 	}
 	return nil
 }

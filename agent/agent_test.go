@@ -42,7 +42,7 @@ func loopbackAgentWith(t *testing.T, yaml string, edit func(*Agent)) (*Agent, st
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(cfg, slog.New(slog.DiscardHandler))
+	a, err := New(runtimeConfig(t, cfg), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +64,17 @@ func loopbackAgentWith(t *testing.T, yaml string, edit func(*Agent)) (*Agent, st
 		}
 	})
 	return a, "http://" + a.Addr().String()
+}
+
+// runtimeConfig is ConfigFrom of a loaded file, which has no target it
+// refuses.
+func runtimeConfig(t *testing.T, cfg *config.Agent) Config {
+	t.Helper()
+	rc, err := ConfigFrom(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
 }
 
 // openPort listens on a loopback port until the test ends: a target that
@@ -159,7 +170,7 @@ targets:
 		}
 		return out
 	}
-	ts := TargetsFromConfig(a.cfg)
+	ts := slices.Clone(a.cfg.Targets)
 	ts[1].Backends = []string{"up", "other"}
 	if err := a.SetTargets(context.Background(), ts); err != nil {
 		t.Fatal(err)
@@ -183,7 +194,7 @@ targets:
 	}
 
 	// A target that leaves stops being probed and its series go.
-	if err := a.SetTargets(context.Background(), TargetsFromConfig(a.cfg)[:1]); err != nil {
+	if err := a.SetTargets(context.Background(), slices.Clone(a.cfg.Targets)[:1]); err != nil {
 		t.Fatal(err)
 	}
 	if n := testutil.CollectAndCount(a.m.sent); n != 2 {
@@ -205,7 +216,7 @@ targets:
 	// The same peer with new labels (discovery marking a silent node)
 	// keeps its flows and reports the labels; the agent's own labels
 	// follow SetLabels (its node's rack, learnt from discovery).
-	kept := TargetsFromConfig(a.cfg)[:1]
+	kept := slices.Clone(a.cfg.Targets)[:1]
 	kept[0].Labels = map[string]string{"ready": "unknown"}
 	if err := a.SetTargets(context.Background(), kept); err != nil {
 		t.Fatal(err)
@@ -261,13 +272,13 @@ func TestNewFailsBeforeStarting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "listen") {
+	if _, err := New(runtimeConfig(t, cfg), slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "listen") {
 		t.Fatalf("New on a taken port: %v", err)
 	}
 	// Its sockets were released: a second agent can reserve the same ports.
 	ln.Close()
 	cfg.Listen = "127.0.0.1:0"
-	a, err := New(cfg, slog.New(slog.DiscardHandler))
+	a, err := New(runtimeConfig(t, cfg), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("New after a failed New: %v", err)
 	}
@@ -476,7 +487,7 @@ targets:
 	}
 	// The IPv6 target leaves; the IPv4 one keeps its flows.
 	before := obs.Targets[0].Protocols[1].Flows
-	if err := a.SetTargets(context.Background(), TargetsFromConfig(a.cfg)[:1]); err != nil {
+	if err := a.SetTargets(context.Background(), slices.Clone(a.cfg.Targets)[:1]); err != nil {
 		t.Fatal(err)
 	}
 	after := getObservations(t, base)

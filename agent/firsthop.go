@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/netprober/prober/api"
-	"github.com/netprober/prober/config"
 )
 
 // firstHopPeriod is how often the agent rechecks its first hop besides
@@ -72,7 +71,7 @@ func firstHopTargets(ts map[targetKey]*target, family string) []netip.Addr {
 			continue // routes of the source's own family say its first hop
 		}
 		all = append(all, t)
-		if t.Class == config.ClassNode {
+		if t.Class == api.ClassNode {
 			nodes = append(nodes, t)
 		}
 	}

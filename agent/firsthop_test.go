@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 
@@ -136,7 +137,7 @@ targets:
 	via[netip.MustParseAddr("192.0.2.51")] = netip.MustParseAddr("198.51.100.1")
 	via[netip.MustParseAddr("192.0.2.21")] = netip.MustParseAddr("198.51.100.1")
 	mu.Unlock()
-	ts := TargetsFromConfig(a.cfg)
+	ts := slices.Clone(a.cfg.Targets)
 	ts = append(ts, Target{Name: "n41", Addr: netip.MustParseAddr("192.0.2.41"), Class: "node", Port: 9},
 		Target{Name: "n51", Addr: netip.MustParseAddr("192.0.2.51"), Class: "node", Port: 9})
 	if err := a.SetTargets(context.Background(), ts); err != nil {

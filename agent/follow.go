@@ -152,9 +152,9 @@ func (a *Agent) applyPlan(ctx context.Context, p *api.AgentPlan, src PlanSource)
 	for _, err := range bad {
 		a.log.Warn("plan: target skipped", "err", err)
 	}
-	if len(ts) > a.cfg.Probing.MaxTargets {
-		a.log.Warn("plan: more targets than probing.maxTargets; probing the first", "targets", len(ts), "maxTargets", a.cfg.Probing.MaxTargets)
-		ts = ts[:a.cfg.Probing.MaxTargets]
+	if len(ts) > a.cfg.MaxTargets {
+		a.log.Warn("plan: more targets than probing.maxTargets; probing the first", "targets", len(ts), "maxTargets", a.cfg.MaxTargets)
+		ts = ts[:a.cfg.MaxTargets]
 	}
 	a.log.Info("plan", "version", p.Version, "group", p.Group, "targets", len(ts))
 	if err := a.SetTargets(ctx, ts); err != nil {
@@ -163,11 +163,26 @@ func (a *Agent) applyPlan(ctx context.Context, p *api.AgentPlan, src PlanSource)
 }
 
 // TargetsFromPlan converts a plan's targets, skipping (and naming) those
-// an agent cannot probe.
+// an agent cannot probe. The API server's VIPs are verified with
+// apiServerCA.
 func TargetsFromPlan(ps []api.Peer, apiServerCA string) ([]Target, []error) {
+	return targetsFromPeers(ps, func(_ int, h *api.PeerHTTP2) string {
+		if h.APIServer {
+			return apiServerCA
+		}
+		return ""
+	})
+}
+
+// targetsFromPeers makes every Target, the plan's and the static ones
+// (ConfigFrom), and is the agent's one check of them: a peer an agent
+// cannot probe is skipped and named. caFile is the CA file of ps[i]'s
+// HTTP/2 pinger, asked only when the peer has an http2 block: the
+// plan's form carries no file of the agent's.
+func targetsFromPeers(ps []api.Peer, caFile func(i int, h *api.PeerHTTP2) string) ([]Target, []error) {
 	out := make([]Target, 0, len(ps))
 	var bad []error
-	for _, p := range ps {
+	for i, p := range ps {
 		addrs, err := peerAddrs(p)
 		switch {
 		case err != nil:
@@ -191,13 +206,10 @@ func TargetsFromPlan(ps []api.Peer, apiServerCA string) ([]Target, []error) {
 		}
 		t := Target{Name: p.Name, Class: p.Class, Port: p.Port, Labels: p.Labels, Backends: p.Backends, DNS: dnsQuery(p.DNS), DNSOnly: p.DNS != nil && p.DNS.Only}
 		if h := p.HTTP2; h != nil {
-			t.HTTP2 = HTTP2{Mode: h.Mode, ServerName: h.ServerName, InsecureSkipVerify: h.InsecureSkipVerify}
-			if h.APIServer {
-				t.HTTP2.CAFile = apiServerCA
-			}
+			t.HTTP2 = HTTP2{Mode: h.Mode, CAFile: caFile(i, h), ServerName: h.ServerName, InsecureSkipVerify: h.InsecureSkipVerify}
 		}
-		for _, a := range addrs {
-			t.Addr = a
+		for _, addr := range addrs {
+			t.Addr = addr
 			out = append(out, t) // a dual-stack peer: one target per family
 		}
 	}

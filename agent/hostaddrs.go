@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/netprober/prober/api"
-	"github.com/netprober/prober/config"
 )
 
 // A node agent runs in its node's network namespace and sees the
@@ -19,7 +18,7 @@ import (
 // updateHostAddrs relists a node agent's host addresses; a pod agent's
 // interfaces are its own, and it reports none.
 func (a *Agent) updateHostAddrs() {
-	if a.cfg.Class != config.ClassNode {
+	if a.cfg.Class != api.ClassNode {
 		return
 	}
 	ifs, err := a.ifAddrs()
@@ -27,7 +26,7 @@ func (a *Agent) updateHostAddrs() {
 		a.log.Debug("host addresses", "err", err)
 		return
 	}
-	own := a.cfg.SourceAddrs()
+	own := a.cfg.Sources
 	addrs := hostAddresses(ifs, own)
 	a.mu.Lock()
 	a.hostAddrs = addrs

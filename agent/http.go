@@ -81,7 +81,7 @@ func (a *Agent) serveObservations(w http.ResponseWriter, r *http.Request) {
 // Observations snapshots every target's windows.
 func (a *Agent) Observations() api.Observations {
 	now := a.now()
-	span := a.cfg.Probing.Window.D()
+	span := a.cfg.Window
 	since := now.Add(-span)
 	obs := api.Observations{
 		SchemaVersion: api.SchemaVersion,
@@ -90,7 +90,7 @@ func (a *Agent) Observations() api.Observations {
 			Addresses: a.addrs, Version: buildinfo.Version,
 		},
 		Time:          now,
-		WindowSeconds: a.cfg.Probing.Window.D().Seconds(),
+		WindowSeconds: a.cfg.Window.Seconds(),
 		Targets:       []api.Target{},
 	}
 	a.mu.Lock()

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/netprober/prober/api"
-	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/probe"
 )
 
@@ -30,17 +29,15 @@ type HTTP2 struct {
 // responderConfig is the HTTP server's configuration: TLS when the tls
 // block is set, else HTTP/1.1 and h2c on the listen address.
 func (a *Agent) responderConfig() probe.ResponderConfig {
-	rc := probe.ResponderConfig{Listen: a.cfg.Listen, Logger: a.log}
-	if s := a.cfg.TLS; s != nil {
-		rc.TLS = &probe.ResponderTLS{CertFile: s.CertFile, KeyFile: s.KeyFile, Hosts: s.Hosts}
-	}
+	rc := a.cfg.Server
+	rc.Logger = a.log
 	return rc
 }
 
 // serve serves the listener until Shutdown, which makes it return nil.
 func (a *Agent) serve() error {
 	var err error
-	if a.cfg.TLS != nil { // not srv.TLSConfig: http2.ConfigureServer sets one either way
+	if a.cfg.Server.TLS != nil { // not srv.TLSConfig: http2.ConfigureServer sets one either way
 		err = a.srv.ServeTLS(a.ln, "", "")
 	} else {
 		err = a.srv.Serve(a.ln)
@@ -80,21 +77,19 @@ func (a *Agent) newH2Target(tg Target, path string) (*h2Target, error) {
 	return h, nil
 }
 
-// newPinger makes tg's HTTP/2 pinger from the config's
-// (config.Agent.HTTP2Config) and tg's own fields, or returns nil if tg is
-// not probed over HTTP/2. It dials nothing, and reads tg's CA file.
-func newPinger(cfg *config.Agent, tg Target, log *slog.Logger) (*probe.HTTP2Pinger, error) {
-	if !slices.Contains(cfg.Probing.Protocols, probe.ProtocolHTTP2Ping) {
+// newPinger makes tg's HTTP/2 pinger from the config's (Config.HTTP2)
+// and tg's own fields, or returns nil if tg is not probed over HTTP/2. It
+// dials nothing, and reads tg's CA file. tg's mode was checked when it
+// was made (targetsFromPeers).
+func newPinger(cfg Config, tg Target, log *slog.Logger) (*probe.HTTP2Pinger, error) {
+	if !slices.Contains(cfg.Protocols, probe.ProtocolHTTP2Ping) {
 		return nil, nil
 	}
 	mode := cmp.Or(tg.HTTP2.Mode, api.DefaultHTTP2(tg.Class))
-	if !api.ValidHTTP2(mode) {
-		return nil, fmt.Errorf("target %s: http2 %q not one of h2c, tls, none", tg.Name, mode)
-	}
 	if mode == api.HTTP2None {
 		return nil, nil
 	}
-	hc := cfg.HTTP2Config()
+	hc := cfg.HTTP2
 	hc.TLS = mode == api.HTTP2TLS
 	hc.ServerName, hc.CAFile, hc.InsecureSkipVerify = tg.HTTP2.ServerName, tg.HTTP2.CAFile, tg.HTTP2.InsecureSkipVerify
 	hc.Logger = log
@@ -131,13 +126,13 @@ func (a *Agent) pingHTTP2(ctx context.Context, t *target) probe.Result {
 		return r
 	}
 	since := h.answeredAt
-	if oldest := now.Add(-a.cfg.Probing.Window.D()); since.Before(oldest) {
+	if oldest := now.Add(-a.cfg.Window); since.Before(oldest) {
 		since = oldest
 	}
 	ev := blackholeEvidence{
 		PingTimeout: timedOut,
 		LostInRow:   h.lostInRow,
-		DeadAfter:   a.cfg.Probing.HTTP2.DeadAfter,
+		DeadAfter:   a.cfg.HTTP2.DeadAfter,
 		Syn:         t.synOutcomes(since),
 	}
 	if establishedBlackhole(ev) {
@@ -145,7 +140,7 @@ func (a *Agent) pingHTTP2(ctx context.Context, t *target) probe.Result {
 			a.log.Warn("established flow black hole", "peer", t.Name, "path", t.path,
 				"lost_pings", h.lostInRow, "syn_ok", ev.Syn.OK, "syn_lost", ev.Syn.Lost, "syn_refused", ev.Syn.Refused)
 		}
-		h.blackholeUntil = now.Add(a.cfg.Probing.Window.D())
+		h.blackholeUntil = now.Add(a.cfg.Window)
 	}
 	return r
 }

@@ -40,7 +40,7 @@ func TestNodeAgentBindsItsNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(cfg, slog.New(slog.DiscardHandler))
+	a, err := New(runtimeConfig(t, cfg), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

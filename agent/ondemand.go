@@ -46,7 +46,7 @@ func (a *Agent) serveTrace(w http.ResponseWriter, r *http.Request) {
 	}
 	if a.paths == nil {
 		msg := "this agent does not probe tcp_syn (probing.protocols): it has no flows to trace"
-		if !a.cfg.Probing.Trace.On() {
+		if !a.cfg.Tracing.On {
 			msg = "tracing is off on this agent (probing.trace.enabled: false)"
 		}
 		http.Error(w, msg, http.StatusConflict)

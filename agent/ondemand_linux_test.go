@@ -167,7 +167,8 @@ targets:
 		t.Fatal(err)
 	}
 	var a *Agent
-	if err := src.Do(func() (err error) { a, err = New(cfg, slog.New(slog.DiscardHandler)); return err }); err != nil {
+	rc := runtimeConfig(t, cfg)
+	if err := src.Do(func() (err error) { a, err = New(rc, slog.New(slog.DiscardHandler)); return err }); err != nil {
 		t.Fatal(err)
 	}
 	stale := []string{"192.0.2.1", "192.0.2.2", "198.18.0.6"}

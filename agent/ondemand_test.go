@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/netprober/prober/api"
-	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/probe"
 	"github.com/netprober/prober/tracereport"
 )
@@ -25,8 +24,7 @@ import (
 func requestAgent(t *testing.T, budget int, tokens float64) (*Agent, time.Time) {
 	t.Helper()
 	now := time.Unix(1_700_000_000, 0)
-	cfg := &config.Agent{Name: "n11"}
-	cfg.Probing.Trace.BudgetPerMinute = budget
+	cfg := Config{Name: "n11", Tracing: Tracing{On: true, BudgetPerMinute: budget}}
 	a := &Agent{cfg: cfg, log: slog.New(slog.DiscardHandler), targets: map[targetKey]*target{}, now: func() time.Time { return now }}
 	eng4 := &engines{src: netip.MustParseAddr("192.0.2.11")}
 	eng6 := &engines{src: netip.MustParseAddr("2001:db8::11")}
@@ -44,7 +42,7 @@ func requestAgent(t *testing.T, budget int, tokens float64) (*Agent, time.Time) 
 	add("vip", "192.0.2.80") // no tcp_syn flows
 	add("wide", "192.0.2.23", 61010, 61011, 61012, 61013, 61014, 61015)
 	a.paths = &paths{
-		a: a, cfg: cfg.Probing.Trace, tc: probe.TraceConfig{Probes: 3},
+		a: a, cfg: cfg.Tracing, tc: probe.TraceConfig{Probes: 3},
 		traces:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "prober_traceroutes_total"}, []string{"reason"}),
 		changes: prometheus.NewCounter(prometheus.CounterOpts{Name: "prober_path_changes_total"}),
 		flows:   map[flowKey]*flowPath{}, lossy: map[flowKey]bool{},
@@ -106,8 +104,7 @@ func TestTraceRequestRefused(t *testing.T) {
 		}, 429, "7", "a trace is already running"},
 		{"starting", "target=n21&family=ipv4", func(a *Agent, _ time.Time) { a.paths.life = nil }, 503, "", "the agent is starting"},
 		{"tracing off", "target=n21&family=ipv4", func(a *Agent, _ time.Time) {
-			off := false
-			a.cfg.Probing.Trace.Enabled = &off
+			a.cfg.Tracing.On = false
 			a.paths = nil
 		}, 409, "", "tracing is off on this agent"},
 		{"no tcp_syn", "target=n21&family=ipv4", func(a *Agent, _ time.Time) { a.paths = nil }, 409, "", "does not probe tcp_syn"},

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/netprober/prober/api"
-	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/probe"
 )
 
@@ -38,8 +37,8 @@ const lossRetrace = 30 * time.Second
 type paths struct {
 	a       *Agent
 	trs     map[string]*probe.Tracer // by family
-	cfg     config.TraceProbing
-	tc      probe.TraceConfig // each trace's, built by config
+	cfg     Tracing
+	tc      probe.TraceConfig // each trace's, cfg.Trace
 	traces  *prometheus.CounterVec
 	changes prometheus.Counter
 
@@ -76,8 +75,8 @@ type flowPath struct {
 // newPaths opens the tracers' ICMP sockets, one per family; nil when
 // tracing is off or tcp_syn is not probed.
 func newPaths(a *Agent) (*paths, error) {
-	cfg := a.cfg.Probing.Trace
-	if !cfg.On() || !slices.Contains(a.cfg.Probing.Protocols, probe.ProtocolTCPSYN) {
+	cfg := a.cfg.Tracing
+	if !cfg.On || !slices.Contains(a.cfg.Protocols, probe.ProtocolTCPSYN) {
 		return nil, nil
 	}
 	trs := map[string]*probe.Tracer{}
@@ -93,7 +92,7 @@ func newPaths(a *Agent) (*paths, error) {
 	}
 	f := promauto.With(a.reg)
 	return &paths{
-		a: a, trs: trs, cfg: cfg, tc: a.cfg.TraceConfig(),
+		a: a, trs: trs, cfg: cfg, tc: cfg.Trace,
 		traces: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "prober_traceroutes_total",
 			Help: "Flow traceroutes started, by reason: new, periodic, loss, request.",
@@ -186,7 +185,7 @@ func (p *paths) tick(ctx context.Context) {
 					job.reason = traceNew
 				case p.lossy[k] && now.Sub(fp.tracedAt) >= lossRetrace:
 					job.reason = traceLoss
-				case now.Sub(fp.tracedAt) >= p.cfg.Interval.D():
+				case now.Sub(fp.tracedAt) >= p.cfg.Interval:
 					job.reason, job.age = tracePeriodic, fp.tracedAt
 				default:
 					continue

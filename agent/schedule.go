@@ -60,7 +60,7 @@ type flowTask struct {
 const maxSlack = 100 * time.Millisecond
 
 func newScheduler(a *Agent) *scheduler {
-	interval := a.cfg.Probing.Interval.D()
+	interval := a.cfg.Interval
 	return &scheduler{a: a, interval: interval, slack: min(maxSlack, interval/10), start: func(ft *flowTask) { go a.probe(ft) }, wake: make(chan struct{}, 1)}
 }
 
@@ -180,10 +180,10 @@ func (a *Agent) probe(ft *flowTask) {
 	ctx := t.ctx
 	var r probe.Result
 	pt := probe.Target{Addr: t.Addr, Port: t.Port}
-	timeout := a.cfg.Probing.Timeout.D()
+	timeout := a.cfg.Timeout
 	proto := ft.proto
 	ft.sent++
-	if every := a.cfg.Probing.PMTU.Every; proto == probe.ProtocolTCPSYN && t.mtuSize > 0 && ft.sent%every == 0 {
+	if every := a.cfg.PMTU.Every; proto == probe.ProtocolTCPSYN && t.mtuSize > 0 && ft.sent%every == 0 {
 		proto = probe.ProtocolTCPSYNMTU
 	}
 	switch proto {

@@ -8,7 +8,6 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/probe"
 )
 
@@ -17,7 +16,7 @@ import (
 // records what was started.
 func testScheduler(slots, burst int) (*scheduler, *startLog) {
 	a := &Agent{
-		cfg:     &config.Agent{Probing: config.Probing{Interval: config.Duration(time.Second)}},
+		cfg:     Config{Interval: time.Second},
 		sem:     make(chan struct{}, slots),
 		limiter: rate.NewLimiter(rate.Limit(1e-9), burst),
 	}

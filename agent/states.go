@@ -35,7 +35,7 @@ func newStateCollector(a *Agent, perTarget, sum bool, name, help string, state f
 // (target.notAnswering): no data, not loss, so an operator sees why
 // their icmp cells are empty.
 func newNotAnsweringCollector(a *Agent, perTarget bool) *stateCollector {
-	span := a.cfg.Probing.Window.D()
+	span := a.cfg.Window
 	return newStateCollector(a, perTarget, true, "prober_icmp_not_answering",
 		"1 while a target does not answer ICMP echo (a firewall or security group drops it) and its echoes count as no data, not loss; without per-target labels, the number of such targets.",
 		func(t *target, _ time.Time) (bool, bool) {

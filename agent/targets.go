@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/netprober/prober/api"
-	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/probe"
 )
 
@@ -110,8 +109,8 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 			}
 			continue
 		}
-		if len(a.targets) >= a.cfg.Probing.MaxTargets {
-			errs = append(errs, fmt.Errorf("target %s (%s) skipped: probing.maxTargets %d reached", k.name, k.family, a.cfg.Probing.MaxTargets))
+		if len(a.targets) >= a.cfg.MaxTargets {
+			errs = append(errs, fmt.Errorf("target %s (%s) skipped: probing.maxTargets %d reached", k.name, k.family, a.cfg.MaxTargets))
 			continue
 		}
 		t, err := a.startTarget(ctx, want[k])
@@ -127,7 +126,7 @@ func (a *Agent) SetTargets(ctx context.Context, ts []Target) error {
 }
 
 func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
-	p := a.cfg.Probing
+	p := a.cfg
 	t := &target{Target: tg, eng: a.fams[tg.Family()], path: api.PathClass(a.cfg.Class, tg.Class), added: a.now(), protos: map[probe.Protocol]*protoState{}}
 	syn := t.eng.syn
 	if tg.DNSOnly {
@@ -182,13 +181,13 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 					// probe of a port in flight at a time).
 					big := &protoState{series: a.m.seriesFor(probe.ProtocolTCPSYNMTU, t.path, tg.Family(), tg.Name), live: make([]bool, flows)}
 					for range flows {
-						big.flows = append(big.flows, newWindow(p.Window.D(), p.Interval.D()*time.Duration(p.PMTU.Every)))
+						big.flows = append(big.flows, newWindow(p.Window, p.Interval*time.Duration(p.PMTU.Every)))
 					}
 					t.protos[probe.ProtocolTCPSYNMTU] = big
 				}
 			case probe.ProtocolICMP:
-				if !config.Probed(tg.Class, proto) {
-					continue // lb: a VIP does not answer echo (config.Probed)
+				if !api.Probed(tg.Class, string(proto)) {
+					continue // lb: a VIP does not answer echo (api.Probed)
 				}
 			case probe.ProtocolHTTP2Ping:
 				if t.h2 == nil {
@@ -203,7 +202,7 @@ func (a *Agent) startTarget(ctx context.Context, tg Target) (*target, error) {
 			}
 			ps := &protoState{series: a.m.seriesFor(proto, t.path, tg.Family(), tg.Name), live: make([]bool, flows)}
 			for flow := range flows {
-				ps.flows = append(ps.flows, newWindow(p.Window.D(), p.Interval.D()))
+				ps.flows = append(ps.flows, newWindow(p.Window, p.Interval))
 				tasks = append(tasks, &flowTask{t: t, proto: proto, flow: flow})
 			}
 			t.protos[proto] = ps
@@ -246,7 +245,7 @@ const lbSettle = 10 * time.Second
 func (a *Agent) record(t *target, proto probe.Protocol, flow int, r probe.Result) {
 	ps := t.protos[proto]
 	now := a.now()
-	if t.Class == config.ClassLB {
+	if t.Class == api.ClassLB {
 		t.mu.Lock()
 		live := ps.live[flow] || r.Outcome == probe.OK
 		ps.live[flow] = live
@@ -255,7 +254,7 @@ func (a *Agent) record(t *target, proto probe.Protocol, flow int, r probe.Result
 			return // not yet programmed, perhaps: neither sent nor lost
 		}
 	}
-	if proto != probe.ProtocolHTTP2Ping && t.Class == config.ClassLB && refusedNewFlow(r) {
+	if proto != probe.ProtocolHTTP2Ping && t.Class == api.ClassLB && refusedNewFlow(r) {
 		// A VIP that refuses a new connection or a lookup, or whose
 		// kube-proxy rejects it (a Service without endpoints), fails its
 		// clients as surely as one that drops it: for an lb target that
@@ -263,7 +262,7 @@ func (a *Agent) record(t *target, proto probe.Protocol, flow int, r probe.Result
 		r.Outcome = probe.Lost
 	}
 	t.mu.Lock()
-	if !t.counts(now, a.cfg.Probing.Window.D(), proto, ps.flows[flow], r) {
+	if !t.counts(now, a.cfg.Window, proto, ps.flows[flow], r) {
 		t.mu.Unlock()
 		return // an echo the target does not answer: neither sent nor lost
 	}

@@ -82,7 +82,8 @@ const (
 )
 
 // ValidHTTP2 reports whether mode is one of the HTTP/2 modes: the one
-// check of the config, the plan an agent follows and its pinger.
+// check, which config's validation asks of the file and the agent of
+// every target it makes, static or planned.
 func ValidHTTP2(mode string) bool {
 	return mode == HTTP2H2C || mode == HTTP2TLS || mode == HTTP2None
 }
@@ -95,6 +96,17 @@ func DefaultHTTP2(class string) string {
 		return HTTP2TLS
 	}
 	return HTTP2H2C
+}
+
+// Probed reports whether targets of class are probed over protocol (a
+// config's word: icmp, tcp_syn, http2_ping, dns): every protocol, except
+// icmp to lb targets. A kube-proxy VIP does not answer ICMP echo (in
+// IPVS mode the probing node answers it itself, measuring nothing) and
+// most cloud load balancers do not either: on a healthy cluster every
+// icmp probe of the kubernetes Service was lost and the matrix blamed
+// it. The agent applies it; an agent's config is checked against it.
+func Probed(class, protocol string) bool {
+	return class != ClassLB || protocol != ProtocolICMP
 }
 
 // PlanRotation says where the plan is in its rotation: it covers every

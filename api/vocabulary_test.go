@@ -13,3 +13,25 @@ func TestPathClass(t *testing.T) {
 		}
 	}
 }
+
+// TestProbed: icmp never goes to an lb target, everything else goes
+// everywhere.
+func TestProbed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		class string
+		proto string
+		want  bool
+	}{
+		{ClassLB, ProtocolICMP, false},
+		{ClassLB, ProtocolTCPSYN, true},
+		{ClassLB, ProtocolHTTP2Ping, true},
+		{ClassNode, ProtocolICMP, true},
+		{ClassPod, ProtocolICMP, true},
+		{ClassPod, ProtocolHTTP2Ping, true},
+	} {
+		if got := Probed(tc.class, tc.proto); got != tc.want {
+			t.Errorf("Probed(%s, %s) = %v, want %v", tc.class, tc.proto, got, tc.want)
+		}
+	}
+}

@@ -280,6 +280,10 @@ func (c *Agent) Validate() error {
 		}
 		if a, err := netip.ParseAddr(t.Address); err != nil || a.Zone() != "" {
 			bad(f+".address", "%q is not an IP address without zone", t.Address)
+		} else if a.IsUnspecified() {
+			// The agent converts a static target as a plan's (agent's
+			// targetsFromPeers), which refuses it: a start would fail.
+			bad(f+".address", "%q is unspecified: name the target's own address", t.Address)
 		} else if fam := api.FamilyOf(a); !c.probesFamily(fam) {
 			bad(f+".address", "%q is %s, and no source of that family is configured (source %q)", t.Address, fam, c.Source)
 		}
@@ -290,7 +294,7 @@ func (c *Agent) Validate() error {
 			bad(f+".port", "%d not in 1..65535", t.Port)
 		}
 		if t.Class == ClassLB && !slices.ContainsFunc(p.Protocols, func(proto probe.Protocol) bool {
-			return Probed(ClassLB, proto) && (proto != probe.ProtocolHTTP2Ping || t.HTTP2 != HTTP2None) && (proto != probe.ProtocolDNS || t.DNS != nil)
+			return api.Probed(ClassLB, string(proto)) && (proto != probe.ProtocolHTTP2Ping || t.HTTP2 != HTTP2None) && (proto != probe.ProtocolDNS || t.DNS != nil)
 		}) {
 			bad(f+".class", "lb target would not be probed: lb targets get no icmp (a VIP rarely answers echo); add tcp_syn to probing.protocols, or http2_ping with an http2 mode other than none, or dns with a dns: block")
 		}
@@ -391,8 +395,9 @@ func (p Probing) SourcePorts() int {
 	return t * f
 }
 
-// TCPSYNConfig is the probe.TCPSYNConfig agent.New opens the tcp_syn engine
-// of src's family with. A sourcePortBase outside 0..65535 (which Validate
+// TCPSYNConfig is the probe.TCPSYNConfig the agent opens the tcp_syn
+// engine of src's family with (agent.ConfigFrom keeps it in the agent's
+// runtime config). A sourcePortBase outside 0..65535 (which Validate
 // rejects) is clamped, never wrapped.
 func (c *Agent) TCPSYNConfig(src netip.Addr) probe.TCPSYNConfig {
 	return probe.TCPSYNConfig{
@@ -405,16 +410,6 @@ func (c *Agent) TCPSYNConfig(src netip.Addr) probe.TCPSYNConfig {
 
 // PerTarget reports whether per-target metric labels are on.
 func (c *Agent) PerTarget() bool { return c.Metrics.PerTarget == nil || *c.Metrics.PerTarget }
-
-// Probed reports whether targets of class are probed over proto: every
-// protocol, except icmp to lb targets. A kube-proxy VIP does not answer
-// ICMP echo (in IPVS mode the probing node answers it itself, measuring
-// nothing) and most cloud load balancers do not either: on a healthy
-// cluster every icmp probe of the kubernetes Service was lost and the
-// matrix blamed it.
-func Probed(class string, proto probe.Protocol) bool {
-	return class != ClassLB || proto != probe.ProtocolICMP
-}
 
 func protocolList() string {
 	s := make([]string, len(probe.Protocols))

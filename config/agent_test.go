@@ -100,6 +100,7 @@ func TestBadConfigs(t *testing.T) {
 		"bad-duration":            {"probing.timeout"},
 		"bad-protocol":            {"probing.protocols[1]", `"udp"`, "icmp, tcp_syn, http2_ping, dns"},
 		"bad-target":              {"targets[0].address", "198.18.2.300"},
+		"target-unspecified":      {"targets[0].address", `"0.0.0.0"`, "unspecified"},
 		"duplicate-target":        {"targets[1].name", "targets[0]"},
 		"duplicate-key":           {`"name"`},
 		"bad-listen":              {"listen"},
@@ -148,28 +149,6 @@ func TestBadConfigs(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestProbed: icmp never goes to an lb target, everything else goes
-// everywhere.
-func TestProbed(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		class string
-		proto probe.Protocol
-		want  bool
-	}{
-		{ClassLB, probe.ProtocolICMP, false},
-		{ClassLB, probe.ProtocolTCPSYN, true},
-		{ClassLB, probe.ProtocolHTTP2Ping, true},
-		{ClassNode, probe.ProtocolICMP, true},
-		{ClassPod, probe.ProtocolICMP, true},
-		{ClassPod, probe.ProtocolHTTP2Ping, true},
-	} {
-		if got := Probed(tc.class, tc.proto); got != tc.want {
-			t.Errorf("Probed(%s, %s) = %v, want %v", tc.class, tc.proto, got, tc.want)
-		}
 	}
 }
 

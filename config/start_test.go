@@ -24,8 +24,9 @@ type startCase struct {
 // TestCheckAndStartAgree proves that --check and a start agree on every
 // file of testdata/start (and on every good file elsewhere): --check
 // (config.LoadAgent, config.LoadMatrix) fails naming each field, and the
-// start (the same load, then agent.Check or hub.Check, the part of
-// agent.New and hub.New that runs before any socket opens) fails too; a
+// start (the same load, then agent.ConfigFrom and agent.Check, or
+// hub.Check: the part of agent.New and hub.New that runs before any
+// socket opens) fails too; a
 // good file passes both. For a range a runtime package owns, it also runs
 // that package's check on the file as decoded and defaulted but not
 // validated, so a range that drifted between config and the runtime, or a
@@ -43,6 +44,7 @@ func TestCheckAndStartAgree(t *testing.T) {
 		"dead-after-negative.yaml":   {[]string{"probing.http2.deadAfter"}, true},
 		"h2c-server-name.yaml":       {[]string{"targets[0].serverName"}, true},
 		"timeout-negative.yaml":      {[]string{"probing.timeout"}, true},
+		"target-unspecified.yaml":    {[]string{"targets[0].address", "targets[1].address"}, true},
 	}
 	matrices := map[string]startCase{
 		"good-edges.yaml":     {},
@@ -62,19 +64,28 @@ func TestCheckAndStartAgree(t *testing.T) {
 		t.Fatal("no testdata/good or testdata/matrix files")
 	}
 
+	// A start builds the runtime config once (agent.ConfigFrom), then
+	// checks it.
+	agentCheck := func(cfg *config.Agent) error {
+		rc, err := agent.ConfigFrom(cfg)
+		if err != nil {
+			return err
+		}
+		return agent.Check(rc)
+	}
 	agentStart := func(path string) error {
 		cfg, err := config.LoadAgent(path)
 		if err != nil {
 			return err
 		}
-		return agent.Check(cfg)
+		return agentCheck(cfg)
 	}
 	agentRuntime := func(path string, b []byte) error {
 		cfg, err := config.DecodeAgent(path, b)
 		if err != nil {
 			return err
 		}
-		return agent.Check(cfg)
+		return agentCheck(cfg)
 	}
 	matrixStart := func(path string) error {
 		cfg, err := config.LoadMatrix(path)

@@ -35,7 +35,12 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		log.Error("agent start", "err", err)
 		return exitRuntime
 	}
-	a, err := agent.New(cfg, log)
+	rc, err := agent.ConfigFrom(cfg)
+	if err != nil {
+		log.Error("agent start", "err", err)
+		return exitRuntime
+	}
+	a, err := agent.New(rc, log)
 	if err != nil {
 		log.Error("agent start", "err", err)
 		return exitRuntime
