@@ -10,4 +10,9 @@
 // hub.Check), agree on every field; TestCheckAndStartAgree holds them to
 // it. Policies of the agent and the matrix process alone (intervals, the
 // trace budget, the 4096 reserved ports) are checked here only.
+//
+// The agent's runtime config (agent.Config) is built once, by
+// agent.ConfigFrom, from an Agent and these builders: agent imports
+// config, never the reverse, so the matrix's side (hub) does not pull in
+// the agent.
 package config
