@@ -11,7 +11,7 @@ IMAGE     ?= ghcr.io/netprober/prober:$(VERSION)
 # this; the bound is there so a hung test fails instead of hanging CI.
 TEST_TIMEOUT ?= 60m
 
-.PHONY: all build pause test demo demo-cluster lint bench fuzz image deps clean kube manifests
+.PHONY: all build pause test demo demo-cluster lint bench fuzz image image-docker deps clean kube manifests
 
 all: build
 
@@ -90,7 +90,24 @@ fuzz:
 	$(GO) test ./probe -run '^$$' -fuzz FuzzDecodeEcho -fuzztime 30s
 	$(GO) test ./config -run '^$$' -fuzz FuzzConfig -fuzztime 30s
 
+# image builds prober's container image with no Docker (hack/image on
+# package ociimage): static binaries for linux/amd64 and linux/arm64 in one
+# OCI index, the Dockerfile's entrypoint on a distroless-like base, as an
+# OCI image-layout archive, bin/prober.oci.tar (`ctr images import`,
+# `podman load`, `docker load`), with an SPDX SBOM of its Go modules,
+# bin/prober.spdx.json. Deterministic: the same commit gives the same
+# digests. PUSH=1 pushes the index to $(IMAGE) with docker's credentials
+# (~/.docker/config.json); without it nothing goes to the network.
 image:
+	@mkdir -p $(dir $(BIN))
+	GO=$(GO) $(GO) run ./hack/image -ref $(IMAGE) -ldflags '$(LDFLAGS)' \
+		-version $(VERSION) -revision $(REVISION) -bin $(dir $(BIN)) \
+		-o $(dir $(BIN))prober.oci.tar -sbom $(dir $(BIN))prober.spdx.json \
+		$(if $(filter 1 yes true,$(PUSH)),-push)
+
+# image-docker is the Dockerfile's build, for those who have Docker: one
+# platform, the builder's, into Docker's own store.
+image-docker:
 	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
 
 clean:

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"debug/buildinfo"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/netprober/prober/ociimage"
+)
+
+// binName is the binary's name in the image and in BinDir.
+const binName = "prober"
+
+// options say what build builds; run fills them from flags.
+type options struct {
+	Ref, Pkg          string
+	Arches            []string
+	LDFlags           string
+	Version, Revision string
+	BinDir            string
+	Archive, SBOM     string
+	DockerArch        string
+}
+
+// The Dockerfile's ENTRYPOINT and CMD.
+var (
+	entrypoint = []string{"/" + binName}
+	cmd        = []string{"agent", "--config", "/etc/prober/agent.yaml"}
+)
+
+// build cross-builds the binaries, and writes the archive and the SBOM;
+// it returns the index for a push.
+func build(ctx context.Context, o options, log io.Writer) (v1.ImageIndex, error) {
+	base, err := ociimage.NewLayer(ociimage.BaseFiles(), ociimage.Gzip)
+	if err != nil {
+		return nil, fmt.Errorf("base layer: %w", err)
+	}
+	var images []v1.Image
+	var infos []*debug.BuildInfo
+	for _, arch := range o.Arches {
+		bin := filepath.Join(o.BinDir, "linux-"+arch, binName)
+		if err := goBuild(ctx, o, arch, bin); err != nil {
+			return nil, err
+		}
+		bi, err := buildinfo.ReadFile(bin)
+		if err != nil {
+			return nil, fmt.Errorf("%s: build info: %w", bin, err)
+		}
+		infos = append(infos, bi)
+		layer, err := ociimage.NewLayer([]ociimage.File{{Path: "/" + binName, From: bin, Mode: 0o755}}, ociimage.Gzip)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", bin, err)
+		}
+		img, err := ociimage.NewImage(ociimage.Config{
+			Platform:   ociimage.Platform(arch),
+			Entrypoint: entrypoint, Cmd: cmd,
+			// UID 0 on purpose, as the Dockerfile says: Kubernetes grants
+			// an added capability (NET_RAW, for the raw sockets) only to
+			// a root process; the manifests drop every other capability
+			// and make the root filesystem read-only.
+			User: "0",
+			Env:  []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+			Labels: map[string]string{
+				"org.opencontainers.image.title":    "prober",
+				"org.opencontainers.image.source":   "https://github.com/netprober/prober",
+				"org.opencontainers.image.version":  o.Version,
+				"org.opencontainers.image.revision": o.Revision,
+			},
+			CreatedBy: "hack/image " + o.Pkg,
+		}, base, layer)
+		if err != nil {
+			return nil, err
+		}
+		images = append(images, img)
+	}
+	idx, err := ociimage.NewIndex(images...)
+	if err != nil {
+		return nil, err
+	}
+	if err := ociimage.WriteArchive(o.Archive, o.Ref, idx, ociimage.Platform(o.DockerArch)); err != nil {
+		return nil, err
+	}
+	digest, err := idx.Digest()
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "%s: %s@%s\n", o.Archive, o.Ref, digest)
+	doc, err := ociimage.NewSBOM(ociimage.SBOM{
+		Name:      o.Ref,
+		Namespace: "https://github.com/netprober/prober/spdx/" + digest.Hex,
+		Version:   o.Version, Binaries: infos, Tool: "prober-hack-image",
+	})
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := ociimage.WriteSBOM(&buf, doc); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(o.SBOM, buf.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "%s: %d packages\n", o.SBOM, len(doc.Packages))
+	return idx, nil
+}
+
+// goBuild builds o.Pkg for linux/arch to bin as the Dockerfile and the
+// Makefile's build do: static (no cgo), no paths of this machine, with
+// $GO (the Makefile's) or else the go on PATH.
+func goBuild(ctx context.Context, o options, arch, bin string) error {
+	goCmd := os.Getenv("GO") // the Makefile's $(GO)
+	if goCmd == "" {
+		goCmd = "go"
+	}
+	c := exec.CommandContext(ctx, goCmd, "build", "-trimpath", "-ldflags", o.LDFlags, "-o", bin, o.Pkg)
+	c.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if out, err := c.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s for linux/%s: %w\n%s", o.Pkg, arch, err, out)
+	}
+	return nil
+}
