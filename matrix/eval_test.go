@@ -165,13 +165,12 @@ func TestLocalizeQuality(t *testing.T) {
 // BenchmarkLocalize5000 is one round at 5,000 nodes (125 racks of 40, 8
 // spines, an LB; 4 traced flows per target): Observe of every report,
 // then Localize. Reported per round. The dual-stack cases have every
-// agent report both families, the fault in both; spine_delay, a spine
-// adding 20 ms, has 4 probes a flow.
+// agent report both families, the fault in both.
 func BenchmarkLocalize5000(b *testing.B) {
 	for _, c := range []struct {
 		kind matrixsim.Kind
 		dual bool
-	}{{matrixsim.Healthy, false}, {matrixsim.LinkLoss, false}, {matrixsim.Blackhole, false}, {matrixsim.SpineDelay, false},
+	}{{matrixsim.Healthy, false}, {matrixsim.LinkLoss, false}, {matrixsim.Blackhole, false},
 		{matrixsim.Healthy, true}, {matrixsim.LinkLoss, true}} {
 		k, name := c.kind, string(c.kind)
 		if c.dual {
@@ -184,10 +183,7 @@ func BenchmarkLocalize5000(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if k == matrixsim.SpineDelay {
-				cfg.ProbesPerFlow = 4 // a flow's median needs three answers
-			}
-			ft := matrixsim.Fault{Kind: k, Loss: 0.02, Delay: 0.02, Rack: 7, Spine: 3}
+			ft := matrixsim.Fault{Kind: k, Loss: 0.02, Rack: 7, Spine: 3}
 			obs, hops := fab.Observations(ft, 1), fab.Hops()
 			if c.dual {
 				obs, hops = dualStack(obs, fab.Observations(ft, 2)), hops6(fab)
