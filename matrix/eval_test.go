@@ -165,12 +165,13 @@ func TestLocalizeQuality(t *testing.T) {
 // BenchmarkLocalize5000 is one round at 5,000 nodes (125 racks of 40, 8
 // spines, an LB; 4 traced flows per target): Observe of every report,
 // then Localize. Reported per round. The dual-stack cases have every
-// agent report both families, the fault in both.
+// agent report both families, the fault in both; spine_delay, a spine
+// adding 20 ms, has 4 probes a flow.
 func BenchmarkLocalize5000(b *testing.B) {
 	for _, c := range []struct {
 		kind matrixsim.Kind
 		dual bool
-	}{{matrixsim.Healthy, false}, {matrixsim.LinkLoss, false}, {matrixsim.Blackhole, false},
+	}{{matrixsim.Healthy, false}, {matrixsim.LinkLoss, false}, {matrixsim.Blackhole, false}, {matrixsim.SpineDelay, false},
 		{matrixsim.Healthy, true}, {matrixsim.LinkLoss, true}} {
 		k, name := c.kind, string(c.kind)
 		if c.dual {
@@ -179,11 +180,14 @@ func BenchmarkLocalize5000(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			cfg := matrixsim.Config{Racks: 125, NodesPerRack: 40, Spines: 8, LB: true,
 				FlowsPerTarget: 4, ProbesPerFlow: 2, SilentHop: 0.05, Background: 1e-4}
+			if k == matrixsim.SpineDelay {
+				cfg.ProbesPerFlow = 4 // a flow's median needs three answers
+			}
 			fab, err := matrixsim.New(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
-			ft := matrixsim.Fault{Kind: k, Loss: 0.02, Rack: 7, Spine: 3}
+			ft := matrixsim.Fault{Kind: k, Loss: 0.02, Delay: 0.02, Rack: 7, Spine: 3}
 			obs, hops := fab.Observations(ft, 1), fab.Hops()
 			if c.dual {
 				obs, hops = dualStack(obs, fab.Observations(ft, 2)), hops6(fab)
