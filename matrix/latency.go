@@ -55,14 +55,14 @@ func (p *pass) latencySuspects() []candidate {
 	slowAt := floor + uint16(min(p.th.LatencyMs*1e-3/rttTick, math.MaxUint16-float64(floor)))
 	fastBelow := floor + (slowAt-floor)/2
 	nl := int32(len(r.links))
-	any := false
+	someSlow := false
 	for i := range r.flows {
 		if f := &r.flows[i]; p.timed(f) && f.rtt >= slowAt {
-			any = true
+			someSlow = true
 			break
 		}
 	}
-	if !any {
+	if !someSlow {
 		return nil // the healthy round's one pass
 	}
 	// Elements are indexed, not hashed: a round with slow flows walks
@@ -125,16 +125,11 @@ func (p *pass) latencySuspects() []candidate {
 	for _, pk := range picks {
 		pv := pvalue(len(pk.flows), uncovered)
 		uncovered -= len(pk.flows)
-		excess := make([]float64, len(pk.flows))
+		mine := make([]int32, len(pk.flows))
 		for k, i := range pk.flows {
-			excess[k] = float64(r.flows[slowFlows[i]].rtt-floor) * rttTick
+			mine[k] = slowFlows[i]
 		}
-		slices.Sort(excess)
-		added := excess[len(excess)/2]
-		examples := slices.Clone(pk.flows)
-		slices.SortStableFunc(examples, func(a, b int) int {
-			return int(r.flows[slowFlows[b]].rtt) - int(r.flows[slowFlows[a]].rtt)
-		})
+		added, examples := p.slowSummary(floor, mine)
 		for _, e := range pk.elems {
 			c := candidate{dev: -1, conf: 1, excess: float64(len(pk.flows)) / float64(len(pk.elems))}
 			c.Kind, c.Name, c.AddedDelay = KindLatency, elementName(r, e, nl), added
@@ -160,10 +155,7 @@ func (p *pass) latencySuspects() []candidate {
 			if len(ties) > 0 {
 				detail += "; the data cannot tell it from the others these flows cross alike"
 			}
-			c.Evidence = Evidence{Stage: "latency", Detail: detail, LossyFlows: len(pk.flows), PValue: pv, Ties: ties}
-			for _, i := range examples[:min(len(examples), maxTierFlows)] {
-				c.Evidence.Examples = append(c.Evidence.Examples, p.m.flowRef(r, slowFlows[i]))
-			}
+			c.Evidence = Evidence{Stage: "latency", Detail: detail, LossyFlows: len(pk.flows), PValue: pv, Ties: ties, Examples: examples}
 			out = append(out, c)
 		}
 	}
@@ -270,29 +262,41 @@ func (p *pass) unplacedLatency(floor, slowAt, fastBelow uint16) []candidate {
 }
 
 // latencyCandidate is a latency suspect named for the slow counted
-// flows in selects: their median delay, the slowest as examples.
+// flows in selects.
 func (p *pass) latencyCandidate(floor, slowAt uint16, in func(f *rflow) bool, name string, slow, pv float64) candidate {
 	r := p.r
 	var mine []int32
-	var excess []float64
 	for i := range r.flows {
 		if f := &r.flows[i]; p.timed(f) && f.rtt >= slowAt && in(f) {
 			mine = append(mine, int32(i))
-			excess = append(excess, float64(f.rtt-floor)*rttTick)
 		}
 	}
-	slices.Sort(excess)
 	c := candidate{dev: -1, conf: 1, excess: slow}
 	c.Kind, c.Name, c.Addresses = KindLatency, name, []string{}
-	if len(excess) > 0 {
-		c.AddedDelay = excess[len(excess)/2]
-	}
-	c.Evidence = Evidence{Stage: "latency", LossyFlows: int(slow), PValue: pv}
-	slices.SortStableFunc(mine, func(a, b int32) int { return int(r.flows[b].rtt) - int(r.flows[a].rtt) })
-	for _, fi := range mine[:min(len(mine), maxTierFlows)] {
-		c.Evidence.Examples = append(c.Evidence.Examples, p.m.flowRef(r, fi))
-	}
+	var examples []FlowRef
+	c.AddedDelay, examples = p.slowSummary(floor, mine)
+	c.Evidence = Evidence{Stage: "latency", LossyFlows: int(slow), PValue: pv, Examples: examples}
 	return c
+}
+
+// slowSummary is what a latency suspect says of its slow flows: the
+// median of their round trips above floor, and the slowest as examples.
+func (p *pass) slowSummary(floor uint16, flows []int32) (added float64, examples []FlowRef) {
+	r := p.r
+	excess := make([]float64, len(flows))
+	for k, fi := range flows {
+		excess[k] = float64(r.flows[fi].rtt-floor) * rttTick
+	}
+	slices.Sort(excess)
+	if len(excess) > 0 {
+		added = excess[len(excess)/2]
+	}
+	slowest := slices.Clone(flows)
+	slices.SortStableFunc(slowest, func(a, b int32) int { return int(r.flows[b].rtt) - int(r.flows[a].rtt) })
+	for _, fi := range slowest[:min(len(slowest), maxTierFlows)] {
+		examples = append(examples, p.m.flowRef(r, fi))
+	}
+	return added, examples
 }
 
 // timed reports whether a flow's median says anything: enough answers,
