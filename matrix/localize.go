@@ -90,7 +90,11 @@ func (m *Matrix) localize(agents []*agentState) ([]Suspect, []Dispute, Fabric) {
 	p.selectFabric() // 007 voting and the selector over the traced links
 	p.arbitrate()    // what the rules explain is not the fabric's
 	p.scoreTiers()   // Pingmesh tier scoring, confirming what traces name
-	suspects := append(append(p.merge(), shareScores(p.pmtuSuspects())...), shareScores(p.latencySuspects())...)
+	pmtu, ends := p.pmtuSuspects()
+	if len(pmtu) > 0 {
+		p.deferLBs(ends) // an LB whose TLS flows die in the hole
+	}
+	suspects := append(append(p.merge(), shareScores(pmtu)...), shareScores(p.latencySuspects())...)
 	sortSuspects(suspects)
 	return suspects, p.disputes(), m.fabricOf(p.r, p.e, p.groupRacks())
 }

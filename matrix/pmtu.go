@@ -34,10 +34,15 @@ const maxPMTU = 4
 // black-holed flows go to unplacedPMTU. A large probe that met a signalling
 // smaller MTU is no loss (the agent counts it sent, not lost), so a
 // working path MTU discovery names nothing.
-func (p *pass) pmtuSuspects() []candidate {
+//
+// It also returns the hosts (and pods) at either end of a black-holed
+// flow: a hole takes a TLS connection's full-size segments in either
+// direction, so those are the ones it may cut off.
+func (p *pass) pmtuSuspects() (out []candidate, ends map[int32]bool) {
 	r := p.r
 	var blacks []black
 	var loose []looseFlow
+	ends = map[int32]bool{}
 	passes := map[int32]bool{} // links a large probe got across
 	for pi := range r.pairs {
 		for big, fi := range largeFlows(r, pi) {
@@ -53,16 +58,71 @@ func (p *pass) pmtuSuspects() []candidate {
 					blacks = append(blacks, black{links: links, sent: big.sent, lost: big.lost})
 				}
 				loose = append(loose, looseFlow{pair: int32(pi), flow: fi, sent: big.sent, lost: big.lost})
+				ends[r.pairs[pi].src], ends[r.pairs[pi].dst] = true, true
 			}
 		}
 	}
-	out := namedPMTU(r, blacks, passes)
+	out = namedPMTU(r, blacks, passes)
 	if len(out) == 0 {
 		if c, ok := p.unplacedPMTU(loose); ok {
 			out = append(out, c)
 		}
 	}
-	return out
+	return out, ends
+}
+
+// deferLBs drops the LB suspects the round's path MTU black holes
+// explain (pmtuExplainsLB), from the lb rule's findings and the
+// estimator's alike.
+func (p *pass) deferLBs(ends map[int32]bool) {
+	gone := map[int32]bool{}
+	p.lbs = slices.DeleteFunc(p.lbs, func(c candidate) bool {
+		gone[c.dev] = pmtuExplainsLB(p.r, p.th, c.dev, ends)
+		return gone[c.dev]
+	})
+	p.kept = slices.DeleteFunc(p.kept, func(c candidate) bool { return c.Kind == KindLB && gone[c.dev] })
+}
+
+// pmtuExplainsLB reports whether a path MTU black hole explains what LB
+// d loses: every source whose HTTP/2 PINGs through it die, or that sees
+// its established flows black-holed, is an end of a black-holed flow,
+// and its small probes lose nothing significant. Those ride a TLS connection whose handshake and
+// responses carry full-size segments, which the hole takes while the
+// small probes (SYNs, pings, lookups) pass: the symptom users meet, not
+// the VIP's own doing. An LB that drops packets drops its SYNs too.
+// (One that forgets established flows, seed 001, at the same time as a
+// hole cuts off the very sources it fails is read as the hole alone.)
+func pmtuExplainsLB(r *round, th *Thresholds, d int32, ends map[int32]bool) bool {
+	var small tally
+	lossy := false
+	for pi := range r.pairs {
+		pr := &r.pairs[pi]
+		if pr.dst != d {
+			continue
+		}
+		a := r.agents[pr.agent]
+		t := &a.targets[pr.target]
+		if !isLBPath(t) {
+			continue
+		}
+		cut := t.blackhole
+		for _, proto := range a.protos[t.protoStart:t.protoEnd] {
+			switch proto.protocol {
+			case api.ProtocolHTTP2Ping:
+				cut = cut || proto.stats.Lost > 0
+			case api.ProtocolTCPSYNMTU:
+			default:
+				small.sent += proto.stats.Sent
+				small.lost += min(proto.stats.Lost, proto.stats.Sent)
+			}
+		}
+		if cut && !ends[pr.src] {
+			return false
+		}
+		lossy = lossy || cut
+	}
+	bad, _ := th.significant(float64(small.lost), float64(small.sent))
+	return lossy && !bad
 }
 
 // black is a black-holed flow whose trace shows links: every large

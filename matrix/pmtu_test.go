@@ -2,6 +2,7 @@ package matrix_test
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/netprober/prober/api"
@@ -153,4 +154,97 @@ func TestPMTUBlackHoleSilent(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPMTUExplainsLB: a black hole cuts off the TLS connections that
+// carry the HTTP/2 PINGs to the API server's VIP (their handshakes and
+// responses are full-size) for the agents at either end of a
+// black-holed flow, while every small probe to the VIP passes: the hole
+// is named and the LB is not. The same PINGs dying with no hole, or the
+// VIP dropping SYNs beside the hole, still name the LB.
+func TestPMTUExplainsLB(t *testing.T) {
+	t.Parallel()
+	fab, err := matrixsim.New(matrixsim.Config{Racks: 3, NodesPerRack: 3, Spines: 3, LB: true, FlowsPerTarget: 8, ProbesPerFlow: 30,
+		Background: 1e-4, LargeEvery: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hole := matrixsim.Fault{Kind: matrixsim.MTUBlackhole, Rack: 0, Spine: 1, Up: true}
+	holeKind, holeName := fab.Truth(hole)
+	// cut marks the PINGs of every agent at an end of a black-holed
+	// flow of obs lost, and with synLoss drops that share of every
+	// agent's SYNs to the VIP.
+	cut := func(obs []api.Observations, synLoss float64) []api.Observations {
+		ends := map[string]bool{}
+		for _, o := range obs {
+			for _, tg := range o.Targets {
+				for _, p := range tg.Protocols {
+					for _, f := range p.Flows {
+						if p.Protocol == api.ProtocolTCPSYNMTU && f.Sent > 0 && f.Lost == f.Sent {
+							ends[o.Agent.Name], ends[tg.Name] = true, true
+						}
+					}
+				}
+			}
+		}
+		for i := range obs {
+			for j := range obs[i].Targets {
+				tg := &obs[i].Targets[j]
+				if tg.Class != api.ClassLB {
+					continue
+				}
+				for k := range tg.Protocols {
+					p := &tg.Protocols[k]
+					switch {
+					case p.Protocol == api.ProtocolHTTP2Ping && ends[obs[i].Agent.Name]:
+						p.Lost, p.LossRatio = p.Sent, 1
+					case p.Protocol == api.ProtocolTCPSYN && synLoss > 0:
+						p.Lost = uint64(synLoss * float64(p.Sent))
+						for f := range p.Flows {
+							fl := &p.Flows[f].Stats
+							fl.Lost = uint64(synLoss * float64(fl.Sent))
+						}
+					}
+				}
+			}
+		}
+		if len(ends) == 0 {
+			t.Fatal("no black-holed flow: the test's fault did not take")
+		}
+		return obs
+	}
+	lbListed := func(d matrix.Diagnosis) bool {
+		return slices.ContainsFunc(d.Listed(), func(s matrix.Suspect) bool { return s.Kind == matrix.KindLB })
+	}
+	for seed := range uint64(4) {
+		d := diagnose(t, fab.Hops(), cut(fab.Observations(hole, seed), 0))
+		for _, s := range d.Listed() {
+			if s.Kind != holeKind || s.Name != holeName && !tiedWith(s, holeKind, holeName) {
+				t.Errorf("seed %d: the hole's PINGs: listed %v, want %s/%s alone", seed, brief(d.Listed()), holeKind, holeName)
+				break
+			}
+		}
+		if l := d.Listed(); len(l) == 0 {
+			t.Errorf("seed %d: the hole not named", seed)
+		}
+		// The same sources' PINGs die, no hole: the LB (seed 001).
+		noHole := cut(fab.Observations(hole, seed), 0)
+		for i := range noHole {
+			for j := range noHole[i].Targets {
+				noHole[i].Targets[j].Protocols = slices.DeleteFunc(noHole[i].Targets[j].Protocols, func(p api.Protocol) bool { return p.Protocol == api.ProtocolTCPSYNMTU })
+			}
+		}
+		if d := diagnose(t, fab.Hops(), noHole); !lbListed(d) {
+			t.Errorf("seed %d: PINGs through the VIP die, no hole: listed %v, want the lb", seed, brief(d.Listed()))
+		}
+		if d := diagnose(t, fab.Hops(), cut(fab.Observations(hole, seed), 0.1)); !lbListed(d) {
+			t.Errorf("seed %d: the VIP drops 10 %% of SYNs beside the hole: listed %v, want the lb too", seed, brief(d.Listed()))
+		}
+	}
+}
+
+// tiedWith reports whether s is listed as one the data cannot tell from
+// kind/name.
+func tiedWith(s matrix.Suspect, kind, name string) bool {
+	return slices.ContainsFunc(s.Evidence.Ties, func(r matrix.Ref) bool { return r.Kind == kind && r.Name == name })
 }
