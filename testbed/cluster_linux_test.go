@@ -32,6 +32,24 @@ type clusterRun struct {
 	c      *testbed.Cluster
 	matrix testbed.MatrixClient
 	keys   map[string]string // pull keys by node agent (pullKey)
+	// failed is what the phases failed on, said again as TestCluster
+	// ends: a CI log shows its last lines, far from a phase's own.
+	failed []string
+}
+
+// errorf is t.Errorf, the message kept for the summary.
+func (r *clusterRun) errorf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	r.failed = append(r.failed, t.Name()+": "+msg)
+	t.Error(msg)
+}
+
+// fatalf is t.Fatalf, the message kept for the summary.
+func (r *clusterRun) fatalf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	r.errorf(t, format, args...)
+	t.FailNow()
 }
 
 // TestCluster is prober as it ships, on a real cluster: charts/prober
@@ -114,6 +132,11 @@ func TestCluster(t *testing.T) {
 	}
 	t.Logf("every prober pod Ready %v after kubectl apply", time.Since(applied).Round(time.Second))
 	r := &clusterRun{t: t, c: c, matrix: testbed.MatrixClient{Client: c.HTTPClient(5 * time.Second)}}
+	defer func() {
+		for _, f := range r.failed {
+			t.Logf("failed: %s", f)
+		}
+	}()
 	if r.matrix.Base, err = r.matrixBase(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +167,7 @@ func TestCluster(t *testing.T) {
 	phase("seed 001: the API server's LB forgets established flows", func(t *testing.T) { r.seed001(ctx, t, prom) })
 	phase("seed 002: a Service loses its endpoints", func(t *testing.T) { r.seed002(ctx, t) })
 	phase("the cluster DNS: a CoreDNS pod drops lookups, the Service loses its endpoints", func(t *testing.T) { r.dns(ctx, t) })
+	phase("a path MTU black hole, then a signalled smaller MTU", func(t *testing.T) { r.pmtu(ctx, t) })
 	phase("churn: a node removed, a prober pod deleted", func(t *testing.T) { r.churn(ctx, t) })
 }
 

@@ -49,7 +49,7 @@ subjects:
   - {kind: User, name: prometheus, apiGroup: rbac.authorization.k8s.io}
 `
 	if out, err := r.c.KubectlStdin(ctx, []byte(rbac), "apply", "-f", "-"); err != nil {
-		t.Fatalf("prometheus RBAC: %v\n%s", err, out)
+		r.fatalf(t, "prometheus RBAC: %v\n%s", err, out)
 	}
 	server, ca, token, err := r.c.Credentials("prometheus")
 	if err != nil {
@@ -63,7 +63,7 @@ subjects:
 		ScrapeConfigs []map[string]any `json:"scrape_configs"`
 	}
 	if err := yaml.UnmarshalStrict(b, &scrape); err != nil {
-		t.Fatalf("dashboards/prometheus-scrape.yaml: %v", err)
+		r.fatalf(t, "dashboards/prometheus-scrape.yaml: %v", err)
 	}
 	for _, job := range scrape.ScrapeConfigs {
 		// From outside the cluster: the API server, its CA, a token.
@@ -91,7 +91,7 @@ subjects:
 	}
 	t.Cleanup(func() {
 		if err := prom.Close(); err != nil {
-			t.Errorf("prometheus: %v", err)
+			r.errorf(t, "prometheus: %v", err)
 		}
 	})
 	return prom
@@ -137,7 +137,7 @@ func (r *clusterRun) seed004(ctx context.Context, t *testing.T, prom *testbed.Pr
 		others := 0
 		for _, s := range d.Listed() {
 			if innocent(s, spine, "spine") || alone > 0 && s.Kind == matrix.KindTier {
-				t.Fatalf("%v after %s: an innocent suspect scores %.2f: %s", time.Since(start).Round(time.Second), fault, s.Score, describe(d))
+				r.fatalf(t, "%v after %s: an innocent suspect scores %.2f: %s", time.Since(start).Round(time.Second), fault, s.Score, describe(d))
 			}
 			if s.Kind == matrix.KindTier && !tierSaid {
 				tierSaid = true
@@ -160,7 +160,7 @@ func (r *clusterRun) seed004(ctx context.Context, t *testing.T, prom *testbed.Pr
 	}
 	if named == 0 || alone == 0 || alone > 60*time.Second {
 		_, d := r.get(ctx, t)
-		t.Fatalf("%s not named alone within 60 s (named after %v, alone after %v): %s", spine, named, alone, describe(d))
+		r.fatalf(t, "%s not named alone within 60 s (named after %v, alone after %v): %s", spine, named, alone, describe(d))
 	}
 	r.checkDashboards(ctx, t, prom, spine)
 	r.clear(ctx, t)
@@ -203,7 +203,7 @@ func (r *clusterRun) checkDashboards(ctx context.Context, t *testing.T, prom *te
 		t.Log(n)
 	}
 	for _, p := range problems {
-		t.Errorf("dashboards in the real cluster's Prometheus: %s", p)
+		r.errorf(t, "dashboards in the real cluster's Prometheus: %s", p)
 	}
 }
 
@@ -243,13 +243,13 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T, prom *testbed.Pr
 			if agents == 0 && 2*n >= len(nodes) {
 				agents = time.Since(start)
 			} else if agents == 0 && time.Since(start) > 10*time.Second {
-				t.Fatalf("%d of %d node agents report the established-flow black hole 10 s after %s", n, len(nodes), fault)
+				r.fatalf(t, "%d of %d node agents report the established-flow black hole 10 s after %s", n, len(nodes), fault)
 			}
 		}
 		v, d := r.get(ctx, t)
 		for _, c := range v.Groups {
 			if c.Target == "apiserver-lb" && c.Protocol == "tcp_syn" && c.Lost > 0 {
-				t.Fatalf("tcp_syn %s -> %s lost %d of %d under %s: new flows must pass", c.Source, c.Target, c.Lost, c.Sent, fault)
+				r.fatalf(t, "tcp_syn %s -> %s lost %d of %d under %s: new flows must pass", c.Source, c.Target, c.Lost, c.Sent, fault)
 			}
 		}
 		if lb == 0 && slices.ContainsFunc(d.Suspects, func(s matrix.Suspect) bool { return s.Kind == matrix.KindLB }) {
@@ -257,7 +257,7 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T, prom *testbed.Pr
 		}
 		for _, s := range d.Listed() {
 			if s.Kind != matrix.KindLB {
-				t.Errorf("under %s the matrix also names %s %s (%.2f)", fault, s.Kind, s.Name, s.Score)
+				r.errorf(t, "under %s the matrix also names %s %s (%.2f)", fault, s.Kind, s.Name, s.Score)
 			}
 		}
 		if alert == 0 && r.alertActive(ctx, t, prom, dashtest.Alert{Name: "ProberEstablishedFlowBlackhole", Match: func(l map[string]string) bool {
@@ -286,20 +286,20 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T, prom *testbed.Pr
 		agents.Round(100*time.Millisecond), reporting, len(nodes), lb.Round(100*time.Millisecond), since(lease, start), since(lost, start),
 		map[bool]string{true: fmt.Sprintf("%s after %v", notReadyNode, notReady.Round(time.Second)), false: "none within 90 s"}[notReady > 0])
 	if lb == 0 {
-		t.Errorf("the matrix named no lb under %s", fault)
+		r.errorf(t, "the matrix named no lb under %s", fault)
 	}
 	// The black-hole alert, with its routing labels, in the real
 	// Prometheus: pending is enough (its for: is a minute).
 	if alert == 0 {
-		t.Errorf("ProberEstablishedFlowBlackhole{target=\"apiserver-lb\", severity=\"critical\"} neither pending nor firing within 90 s of %s", fault)
+		r.errorf(t, "ProberEstablishedFlowBlackhole{target=\"apiserver-lb\", severity=\"critical\"} neither pending nor firing within 90 s of %s", fault)
 	} else {
 		t.Logf("seed 001: ProberEstablishedFlowBlackhole pending %v after the fault", alert.Round(time.Second))
 	}
 	if notReady > 0 && notReady <= agents {
-		t.Errorf("a Node went NotReady (%v) before prober reported (%v)", notReady, agents)
+		r.errorf(t, "a Node went NotReady (%v) before prober reported (%v)", notReady, agents)
 	}
 	if !lost.IsZero() && lost.Sub(start) <= agents {
-		t.Errorf("a kubelet noticed (%v) before prober (%v)", lost.Sub(start), agents)
+		r.errorf(t, "a kubelet noticed (%v) before prober (%v)", lost.Sub(start), agents)
 	}
 	r.clear(ctx, t)
 	r.waitFor(ctx, t, 2*time.Minute, "every Node Ready again", func(testbed.MatrixView, matrix.Diagnosis) error {
@@ -320,7 +320,7 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T, prom *testbed.Pr
 func (r *clusterRun) alertActive(ctx context.Context, t *testing.T, prom *testbed.Prometheus, want dashtest.Alert) bool {
 	rules, err := prom.Client().AlertingRules(ctx)
 	if err != nil {
-		t.Fatalf("alerting rules: %v", err)
+		r.fatalf(t, "alerting rules: %v", err)
 	}
 	return dashtest.Tripped(rules, want)
 }
@@ -330,7 +330,7 @@ func (r *clusterRun) alertActive(ctx context.Context, t *testing.T, prom *testbe
 func (r *clusterRun) alertsQuiet(ctx context.Context, t *testing.T, prom *testbed.Prometheus) {
 	rules, err := prom.Client().AlertingRules(ctx)
 	if err != nil {
-		t.Fatalf("alerting rules: %v", err)
+		r.fatalf(t, "alerting rules: %v", err)
 	}
 	want, err := dashtest.LoadRules(os.DirFS(peerstest.RepoFile(t, "dashboards")), "alerts.yaml")
 	if err != nil {
@@ -342,15 +342,15 @@ func (r *clusterRun) alertsQuiet(ctx context.Context, t *testing.T, prom *testbe
 	}
 	for _, w := range want {
 		if !loaded[w.Alert] {
-			t.Errorf("alert %s of dashboards/alerts.yaml is not loaded", w.Alert)
+			r.errorf(t, "alert %s of dashboards/alerts.yaml is not loaded", w.Alert)
 		}
 	}
 	for _, rule := range rules {
 		if rule.Health != "ok" {
-			t.Errorf("alert %s: health %q (%s)", rule.Name, rule.Health, rule.LastError)
+			r.errorf(t, "alert %s: health %q (%s)", rule.Name, rule.Health, rule.LastError)
 		}
 		for _, a := range rule.Alerts {
-			t.Errorf("healthy cluster: alert %s %s %v", rule.Name, a.State, a.Labels)
+			r.errorf(t, "healthy cluster: alert %s %s %v", rule.Name, a.State, a.Labels)
 		}
 	}
 }
@@ -421,7 +421,7 @@ spec:
     - {name: http, port: 80, targetPort: 9808, protocol: TCP}
 `
 	if out, err := r.c.KubectlStdin(ctx, []byte(manifest), "apply", "-f", "-"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+		r.fatalf(t, "%v\n%s", err, out)
 	}
 	defer r.c.Kubectl(ctx, "-n", "prober", "delete", "service", "web", "--wait=false")
 	pods := r.podAgents(ctx, t)
@@ -429,7 +429,7 @@ spec:
 	// programmed it on every node, are no loss.
 	r.waitFor(ctx, t, 90*time.Second, "the agents probing "+svc+" and reporting its backends", func(v testbed.MatrixView, d matrix.Diagnosis) error {
 		if len(d.Suspects) > 0 {
-			t.Fatalf("a new Service raised a suspect: %s", describe(d))
+			r.fatalf(t, "a new Service raised a suspect: %s", describe(d))
 		}
 		n := 0
 		for _, c := range v.Groups {
@@ -455,19 +455,19 @@ spec:
 		return fmt.Errorf("no target %s", svc)
 	})
 	if out, err := r.c.Kubectl(ctx, "-n", "prober", "patch", "service", "web", "-p", `{"spec":{"selector":{"app.kubernetes.io/component":"none"}}}`); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+		r.fatalf(t, "%v\n%s", err, out)
 	}
 	start := time.Now()
 	r.waitLBNamed(ctx, t, svc, func(v testbed.MatrixView) {
 		for _, c := range v.Groups {
 			if strings.HasSuffix(c.Path, "_to_pod") && c.Lost > 0 {
-				t.Fatalf("%s -> %s (%s %s) lost %d: the pods' direct paths must stay clean", c.Source, c.Target, c.Path, c.Protocol, c.Lost)
+				r.fatalf(t, "%s -> %s (%s %s) lost %d: the pods' direct paths must stay clean", c.Source, c.Target, c.Path, c.Protocol, c.Lost)
 			}
 		}
 	})
 	t.Logf("seed 002: %s named %v after its endpoints vanished", svc, time.Since(start).Round(time.Second))
 	if out, err := r.c.Kubectl(ctx, "-n", "prober", "patch", "service", "web", "-p", `{"spec":{"selector":{"app.kubernetes.io/component":"pod"}}}`); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+		r.fatalf(t, "%v\n%s", err, out)
 	}
 	r.waitClean(ctx, t, "the suspect clears with the endpoints back")
 }
@@ -509,22 +509,22 @@ func (r *clusterRun) churn(ctx context.Context, t *testing.T) {
 	}
 	pod = strings.TrimSpace(pod)
 	if out, err := r.c.Kubectl(ctx, "-n", "prober", "delete", "pod", "--wait=false", pod); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+		r.fatalf(t, "%v\n%s", err, out)
 	}
 	r.leavesPlan(ctx, t, pod, 2*time.Second)
 	t.Logf("%s drained, deleted and powered off, %s deleted, in %v", gone, pod, time.Since(start).Round(time.Second))
 	if out, err := r.c.Kubectl(ctx, "-n", "prober", "rollout", "status", "daemonset/prober-pod", "--timeout=2m"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+		r.fatalf(t, "%v\n%s", err, out)
 	}
 	// A window from the churn: anything lost then would still show.
 	for time.Since(start) < 75*time.Second {
 		v, d := r.get(ctx, t)
 		if len(d.Suspects) > 0 {
-			t.Fatalf("suspect after churn: %s", describe(d))
+			r.fatalf(t, "suspect after churn: %s", describe(d))
 		}
 		for _, c := range v.Groups {
 			if c.Lost > 0 {
-				t.Fatalf("after churn: %s -> %s %s %s lost %d of %d", c.Source, c.Target, c.Path, c.Protocol, c.Lost, c.Sent)
+				r.fatalf(t, "after churn: %s -> %s %s %s lost %d of %d", c.Source, c.Target, c.Path, c.Protocol, c.Lost, c.Sent)
 			}
 		}
 		sleep(ctx, 2*time.Second)
@@ -540,7 +540,7 @@ func (r *clusterRun) dnsEndpoints(ctx context.Context, t *testing.T) []dnsEndpoi
 	out, err := r.c.Kubectl(ctx, "-n", testbed.DNSNamespace, "get", "pods", "-l", "k8s-app=kube-dns", "-o",
 		`jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.podIP}{"\n"}{end}`)
 	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
+		r.fatalf(t, "%v\n%s", err, out)
 	}
 	var eps []dnsEndpoint
 	for line := range strings.Lines(out) {
@@ -549,7 +549,7 @@ func (r *clusterRun) dnsEndpoints(ctx context.Context, t *testing.T) []dnsEndpoi
 		}
 	}
 	if len(eps) == 0 {
-		t.Fatalf("no CoreDNS pod: %q", out)
+		r.fatalf(t, "no CoreDNS pod: %q", out)
 	}
 	return eps
 }
@@ -567,13 +567,13 @@ func (r *clusterRun) dns(ctx context.Context, t *testing.T) {
 	culprit := testbed.DNSNamespace + "/" + ep.name
 	r.waitFor(ctx, t, 90*time.Second, "every node asking "+vip+" over UDP and TCP", func(v testbed.MatrixView, d matrix.Diagnosis) error {
 		if len(d.Suspects) > 0 {
-			t.Fatalf("a suspect while the DNS is healthy: %s", describe(d))
+			r.fatalf(t, "a suspect while the DNS is healthy: %s", describe(d))
 		}
 		asked := map[string]int{}
 		for _, c := range v.Groups {
 			if c.Target == vip && c.Sent > 0 {
 				if c.Lost > 0 {
-					t.Fatalf("%s -> %s %s lost %d of %d while the DNS is healthy", c.Source, c.Target, c.Protocol, c.Lost, c.Sent)
+					r.fatalf(t, "%s -> %s %s lost %d of %d while the DNS is healthy", c.Source, c.Target, c.Protocol, c.Lost, c.Sent)
 				}
 				asked[c.Protocol]++
 			}
@@ -593,7 +593,7 @@ func (r *clusterRun) dns(ctx context.Context, t *testing.T) {
 			return fmt.Errorf("suspects:%s", describe(d))
 		}
 		for _, s := range listed[1:] {
-			t.Fatalf("%s listed beside %s: %s", s.Name, culprit, describe(d))
+			r.fatalf(t, "%s listed beside %s: %s", s.Name, culprit, describe(d))
 		}
 		return nil
 	})
@@ -603,7 +603,7 @@ func (r *clusterRun) dns(ctx context.Context, t *testing.T) {
 	// The Service loses its endpoints (seed 002 on the DNS).
 	patch := func(component string) {
 		if out, err := r.c.Kubectl(ctx, "-n", testbed.DNSNamespace, "patch", "service", testbed.DNSService, "-p", `{"spec":{"selector":{"k8s-app":"`+component+`"}}}`); err != nil {
-			t.Fatalf("%v\n%s", err, out)
+			r.fatalf(t, "%v\n%s", err, out)
 		}
 	}
 	patch("none")
@@ -625,7 +625,7 @@ func (r *clusterRun) waitLBNamed(ctx context.Context, t *testing.T, svc string, 
 		}
 		for _, s := range d.Listed() {
 			if s.Kind != matrix.KindLB {
-				t.Fatalf("not an lb is blamed: %s", describe(d))
+				r.fatalf(t, "not an lb is blamed: %s", describe(d))
 			}
 		}
 		if len(d.Suspects) == 0 || d.Suspects[0].Kind != matrix.KindLB || d.Suspects[0].Name != svc {
@@ -785,12 +785,12 @@ func (r *clusterRun) leavesPlan(ctx context.Context, t *testing.T, agent string,
 			took := time.Since(start)
 			t.Logf("%s left every plan %v after its deletion", agent, took.Round(10*time.Millisecond))
 			if took > d {
-				t.Errorf("%s left the plans after %v, want within %v", agent, took, d)
+				r.errorf(t, "%s left the plans after %v, want within %v", agent, took, d)
 			}
 			return
 		}
 		if time.Since(start) > 10*d {
-			t.Fatalf("%s still in %d plans %v after its deletion (%v)", agent, held, time.Since(start), err)
+			r.fatalf(t, "%s still in %d plans %v after its deletion (%v)", agent, held, time.Since(start), err)
 		}
 		sleep(ctx, 100*time.Millisecond)
 	}
