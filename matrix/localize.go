@@ -19,6 +19,7 @@ type localizer struct {
 	// in a round.
 	ex     [][maxExamples]int32
 	exDone bool
+	lat    latencyScratch // the latency stage's, kept for the next round
 }
 
 // examples returns up to maxExamples of the lossiest traced flows through
