@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/nftables"
@@ -46,7 +47,46 @@ type delayer struct {
 	logger            *slog.Logger
 	stop              context.CancelFunc
 	done              chan struct{} // closed when every goroutine has ended and the socket is closed
+	stats             delayStats
 }
+
+// delayStats count what a delay did, logged as it ends: a lab delay that
+// lets packets pass unheld is not the fault the scenario asked for.
+type delayStats struct {
+	held    atomic.Uint64 // packets held their time
+	unheld  atomic.Uint64 // let go at once: fifo full
+	skipped atomic.Uint64 // passed by the kernel: our socket was full
+	refused atomic.Uint64 // verdicts the kernel refused
+	late    atomic.Uint64 // let go more than delayLate after their time
+	lag     lagStats      // from the kernel's stamp to our read
+}
+
+// lagStats sums how long stamped packets waited for the reader.
+type lagStats struct {
+	n, sum, max atomic.Int64 // packets; nanoseconds
+}
+
+func (l *lagStats) add(d time.Duration) {
+	l.n.Add(1)
+	l.sum.Add(int64(d))
+	for {
+		m := l.max.Load()
+		if int64(d) <= m || l.max.CompareAndSwap(m, int64(d)) {
+			return
+		}
+	}
+}
+
+// mean is the mean lag, 0 with none.
+func (l *lagStats) mean() time.Duration {
+	if n := l.n.Load(); n > 0 {
+		return time.Duration(l.sum.Load() / n)
+	}
+	return 0
+}
+
+// delayLate is how late a release counts as late.
+const delayLate = 5 * time.Millisecond
 
 // held is one packet waiting for its time.
 type held struct {
@@ -140,7 +180,7 @@ func bindQueue(ns string) (*netlink.Conn, uint16, error) {
 			err = conn.SetOption(netlink.NoENOBUFS, true)
 		}
 		if err == nil {
-			err = conn.SetReadBuffer(1 << 20)
+			err = forceReadBuffer(conn, delayReadBuffer)
 		}
 		if err != nil {
 			conn.Close()
@@ -150,6 +190,28 @@ func bindQueue(ns string) (*netlink.Conn, uint16, error) {
 	}
 	conn.Close()
 	return nil, 0, fmt.Errorf("netns %s: nfqueue %d..%d all taken: at most %d delays per device", ns, delayQueue, delayQueue+delayQueues-1, delayQueues)
+}
+
+// delayReadBuffer is the queue socket's receive buffer. Each queued
+// packet takes about a kilobyte of it; a reader held off the CPU for a
+// while on a loaded machine must not find it full, or the kernel lets
+// packets pass unheld (fail open). SO_RCVBUFFORCE: this socket's own
+// limit, above the namespace's rmem_max, which we leave alone.
+const delayReadBuffer = 16 << 20
+
+// forceReadBuffer sets conn's receive buffer to n bytes past rmem_max.
+func forceReadBuffer(conn *netlink.Conn, n int) error {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n)
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // run reads, releases and watches until ctx ends or one of them fails,
@@ -177,41 +239,88 @@ func (dl *delayer) run(ctx context.Context, hs *holdSet) {
 	if err := dl.conn.Close(); err != nil {
 		dl.logger.Warn("lab delay close", "err", err)
 	}
-	dl.logger.Info("lab delay ended")
+	st := &dl.stats
+	attrs := []any{"held", st.held.Load(), "unheld", st.unheld.Load(), "skipped", st.skipped.Load(),
+		"refused", st.refused.Load(), "late", st.late.Load(),
+		"stamped", st.lag.n.Load(), "lag_mean", st.lag.mean(), "lag_max", time.Duration(st.lag.max.Load())}
+	if st.unheld.Load()+st.skipped.Load()+st.late.Load() > 0 || time.Duration(st.lag.max.Load()) > dl.hold {
+		dl.logger.Warn("lab delay ended, not every packet held its time", attrs...)
+	} else {
+		dl.logger.Info("lab delay ended", attrs...)
+	}
 }
 
 // read hands each packet the kernel queues to release, due hold from now,
 // until ctx ends; it closes fifo and returns the last id it read. When
-// fifo is full it lets the packet go at once.
+// fifo is full it lets the packet go at once. It reads the socket itself
+// (nfqParse): a datagram that holds a refused verdict's error beside
+// packets must not lose the packets, or the kernel holds them forever.
 func (dl *delayer) read(ctx context.Context, fifo chan<- held) (last uint32) {
 	defer close(fifo)
+	rc, err := dl.conn.SyscallConn()
+	if err != nil {
+		dl.logger.Warn("lab delay read", "err", err)
+		dl.stop()
+		return 0
+	}
+	buf := make([]byte, 1<<16)
+	var pkts []nfqPkt
+	var errs []int32
 	for {
-		msgs, err := dl.conn.Receive()
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, _, rerr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
+			return rerr != unix.EAGAIN
+		})
 		switch {
 		case ctx.Err() != nil:
 			return last
-		case errors.Is(err, unix.ENOENT):
-			// A verdict for a packet the kernel no longer holds: it drops
-			// every queued packet of the namespace when any netfilter hook
-			// there goes away (nf_queue_nf_hook_drop).
-			continue
-		case err != nil:
+		case err == nil && rerr == unix.ENOBUFS:
+			continue // the kernel says it passed some: counted by id below
+		case err == nil && rerr != nil:
+			err = rerr
+		}
+		if err != nil {
 			dl.logger.Warn("lab delay read", "err", err)
 			dl.stop()
 			return last
 		}
-		due := time.Now().Add(dl.hold)
-		for _, m := range msgs {
-			_, id, err := nfqPacketID(uint16(m.Header.Type), m.Data)
-			if err != nil {
-				dl.logger.Debug("lab delay message", "type", m.Header.Type, "err", err)
-				continue
+		now := time.Now()
+		pkts, errs, err = nfqParse(buf[:n], pkts[:0], errs[:0])
+		if err != nil {
+			dl.logger.Debug("lab delay message", "err", err)
+		}
+		for _, e := range errs {
+			// ENOENT: a verdict for a packet the kernel no longer holds:
+			// it drops every queued packet of the namespace when any
+			// netfilter hook there goes away (nf_queue_nf_hook_drop).
+			dl.stats.refused.Add(1)
+			if e != int32(unix.ENOENT) {
+				dl.logger.Debug("lab delay verdict refused", "err", unix.Errno(e))
 			}
-			last = id
+		}
+		for _, pk := range pkts {
+			// The kernel numbers every packet it queues; one it could not
+			// hand over (our socket full) it let pass at once.
+			if last != 0 && pk.id > last+1 {
+				dl.stats.skipped.Add(uint64(pk.id - last - 1))
+			}
+			last = pk.id
+			// A packet is due hold after it reached the device when the
+			// kernel stamped it: time spent waiting for this reader on a
+			// loaded machine is part of the hold, not added to it.
+			due := now.Add(dl.hold)
+			if lag := now.Sub(time.Unix(0, pk.stamp)); pk.stamp != 0 && lag >= 0 && lag < time.Second {
+				due = due.Add(-lag)
+				dl.stats.lag.add(lag)
+			}
 			select {
-			case fifo <- held{id: id, due: due}:
+			case fifo <- held{id: pk.id, due: due}:
+				dl.stats.held.Add(1)
 			default:
-				dl.verdicts(nfqVerdict(dl.queue, id, nfAccept), nfqType(nfqMsgVerdict))
+				dl.stats.unheld.Add(1)
+				dl.verdicts(nfqVerdict(dl.queue, pk.id, nfAccept), nfqType(nfqMsgVerdict))
 			}
 		}
 	}
@@ -245,6 +354,9 @@ func (dl *delayer) release(ctx context.Context, fifo <-chan held) {
 			case <-ctx.Done():
 				continue
 			}
+		}
+		if time.Since(next.due) > delayLate {
+			dl.stats.late.Add(1)
 		}
 		batch = append(batch[:0], nfqVerdict(dl.queue, next.id, nfAccept))
 		have = false

@@ -28,6 +28,7 @@ const (
 	// Packet and verdict attributes.
 	nfqaPacketHdr  = 1 // NFQA_PACKET_HDR: struct nfqnl_msg_packet_hdr
 	nfqaVerdictHdr = 2 // NFQA_VERDICT_HDR: struct nfqnl_msg_verdict_hdr
+	nfqaTimestamp  = 4 // NFQA_TIMESTAMP: struct nfqnl_msg_packet_timestamp
 
 	// Configuration attributes.
 	nfqaCfgCmd      = 1 // NFQA_CFG_CMD: struct nfqnl_msg_config_cmd
@@ -47,6 +48,11 @@ const (
 	nfqGSO      = 1 << 2
 
 	nfAccept = 1 // NF_ACCEPT
+
+	// Netlink's own message types.
+	nlmsgNoop  = 1 // NLMSG_NOOP
+	nlmsgError = 2 // NLMSG_ERROR: a negated errno (0: an ack), host order
+	nlmsgDone  = 3 // NLMSG_DONE
 )
 
 // nfqType is the netlink message type of queue message msg.
@@ -127,4 +133,71 @@ func nfqPacketID(typ uint16, data []byte) (queue uint16, id uint32, err error) {
 		b = b[min((n+3)&^3, len(b)):]
 	}
 	return 0, 0, errors.New("nfqueue: packet message without a packet header")
+}
+
+// nfqPkt is a queued packet as nfqParse reads it: its id, and when the
+// kernel stamped it (Unix nanoseconds; 0 when it did not: only while a
+// socket in the system asks for receive stamps).
+type nfqPkt struct {
+	id    uint32
+	stamp int64
+}
+
+// nfqParse walks the netlink messages of one datagram read from a queue
+// socket: it appends each queued packet to pkts, and the errno of each
+// error message (a verdict the kernel refused) to errs. It reads every
+// message it can, so one refused verdict never hides the packets beside
+// it; a malformed message ends the walk, with an error, keeping what
+// came before.
+func nfqParse(b []byte, pkts []nfqPkt, errs []int32) ([]nfqPkt, []int32, error) {
+	const hdrLen = 16 // struct nlmsghdr
+	for len(b) >= hdrLen {
+		n := int(binary.NativeEndian.Uint32(b[0:4]))
+		typ := binary.NativeEndian.Uint16(b[4:6])
+		if n < hdrLen || n > len(b) {
+			return pkts, errs, fmt.Errorf("nfqueue: netlink message of length %d in %d bytes", n, len(b))
+		}
+		data := b[hdrLen:n]
+		switch typ {
+		case nlmsgError:
+			if len(data) < 4 {
+				return pkts, errs, fmt.Errorf("nfqueue: error message of %d bytes", len(data))
+			}
+			if e := -int32(binary.NativeEndian.Uint32(data[0:4])); e != 0 {
+				errs = append(errs, e)
+			}
+		case nlmsgNoop, nlmsgDone:
+		default:
+			if _, id, err := nfqPacketID(typ, data); err == nil {
+				pkts = append(pkts, nfqPkt{id: id, stamp: nfqStamp(data)})
+			}
+		}
+		b = b[min((n+3)&^3, len(b)):]
+	}
+	return pkts, errs, nil
+}
+
+// nfqStamp is a packet message's NFQA_TIMESTAMP (struct
+// nfqnl_msg_packet_timestamp: be64 seconds, be64 microseconds) in Unix
+// nanoseconds, or 0.
+func nfqStamp(data []byte) int64 {
+	if len(data) < 4 {
+		return 0
+	}
+	for b := data[4:]; len(b) >= 4; {
+		n := int(binary.NativeEndian.Uint16(b[0:2]))
+		typ := binary.NativeEndian.Uint16(b[2:4]) & 0x3fff
+		if n < 4 || n > len(b) {
+			return 0
+		}
+		if typ == nfqaTimestamp && n >= 4+16 {
+			sec, usec := binary.BigEndian.Uint64(b[4:12]), binary.BigEndian.Uint64(b[12:20])
+			if sec > 1<<33 || usec >= 1e6 {
+				return 0
+			}
+			return int64(sec)*1e9 + int64(usec)*1e3
+		}
+		b = b[min((n+3)&^3, len(b)):]
+	}
+	return 0
 }

@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 	"testing"
 )
 
@@ -89,5 +90,53 @@ func FuzzNFQueueDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		nfqPacketID(nfqType(nfqMsgPacket), data)
+	})
+}
+
+// TestNFQueueParse: one datagram holding packets and a refused verdict
+// yields every packet (with its kernel stamp when it has one) and the
+// errno; an ack is no error; a malformed message keeps what came before
+// it.
+func TestNFQueueParse(t *testing.T) {
+	t.Parallel()
+	msg := func(typ uint16, data []byte) []byte {
+		n := 16 + len(data)
+		b := binary.NativeEndian.AppendUint32(nil, uint32(n))
+		b = binary.NativeEndian.AppendUint16(b, typ)
+		b = append(b, make([]byte, 10)...) // flags, seq, pid
+		b = append(b, data...)
+		return append(b, make([]byte, (4-n%4)%4)...)
+	}
+	packet := func(id byte, stamp ...byte) []byte {
+		data := cat([]byte{0, 0, 0, 9}, attr(11, 1), []byte{0, 0, 0, id, 0x08, 0x00, 2, 0})
+		if len(stamp) > 0 {
+			data = cat(data, attr(20, 4), stamp)
+		}
+		return msg(nfqType(nfqMsgPacket), data)
+	}
+	errno := func(e int32) []byte {
+		return msg(nlmsgError, cat(binary.NativeEndian.AppendUint32(nil, uint32(-e)), make([]byte, 16)))
+	}
+	// 1,700,000,000 s and 250,000 µs, big-endian.
+	stamp := cat(binary.BigEndian.AppendUint64(nil, 1_700_000_000), binary.BigEndian.AppendUint64(nil, 250_000))
+	pkts, errs, err := nfqParse(cat(packet(1), errno(2), packet(2, stamp...), errno(0), msg(nlmsgDone, nil), packet(3)), nil, nil)
+	want := []nfqPkt{{id: 1}, {id: 2, stamp: 1_700_000_000_250_000_000}, {id: 3}}
+	if err != nil || !slices.Equal(pkts, want) || !slices.Equal(errs, []int32{2}) {
+		t.Errorf("nfqParse = %v errnos %v, %v; want %v [2] (ENOENT), nil", pkts, errs, err, want)
+	}
+	bad := cat(packet(4), []byte{200, 0, 0, 0}, make([]byte, 12))
+	if pkts, _, err := nfqParse(bad, nil, nil); err == nil || !slices.Equal(pkts, []nfqPkt{{id: 4}}) {
+		t.Errorf("a message longer than the datagram: %v, err %v; want packet 4 and an error", pkts, err)
+	}
+	if pkts, errs, err := nfqParse(nil, nil, nil); err != nil || len(pkts)+len(errs) != 0 {
+		t.Errorf("nothing: %v %v %v", pkts, errs, err)
+	}
+}
+
+// FuzzNFQueueParse: nfqParse never panics on a datagram.
+func FuzzNFQueueParse(f *testing.F) {
+	f.Add([]byte{20, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 254, 255, 255, 255})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		nfqParse(b, nil, nil)
 	})
 }
