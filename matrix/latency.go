@@ -73,6 +73,7 @@ func (p *pass) latencySuspects() []candidate {
 	if !someSlow {
 		return nil // the healthy round's one pass
 	}
+	p.slowAt = slowAt
 	// Elements are indexed, not hashed: a round with slow flows walks
 	// every traced flow's (3 M at 5,000 nodes).
 	ne := int(nl) + len(r.devName)
@@ -170,6 +171,21 @@ func (p *pass) latencySuspects() []candidate {
 		}
 	}
 	return out
+}
+
+// slowEnds are the hosts at either end of the round's slow flows.
+func (p *pass) slowEnds() map[int32]bool {
+	ends := map[int32]bool{}
+	if p.slowAt == 0 {
+		return ends
+	}
+	for i := range p.r.flows {
+		if f := &p.r.flows[i]; p.timed(f) && f.rtt >= p.slowAt {
+			pr := &p.r.pairs[f.pair]
+			ends[pr.src], ends[pr.dst] = true, true
+		}
+	}
+	return ends
 }
 
 // latencyBackground is the share of flows taken to be slow by chance

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/matrix/matrixsim"
 )
@@ -129,6 +130,67 @@ func TestLatencyThresholdChecked(t *testing.T) {
 			t.Errorf("latencyMs %v: accepted", ms)
 		} else if want := "thresholds.latencyMs"; !strings.Contains(err.Error(), want) {
 			t.Errorf("latencyMs %v: %v, want it to name %s", ms, err, want)
+		}
+	}
+}
+
+// TestLatencyExplainsLB: a spine in front of the LB delays past the
+// HTTP/2 PINGs' timeout, so the PINGs of the agents at the ends of slow
+// flows die while their SYNs to the VIP pass: the spine is named for
+// latency and the LB is not (flowFaultExplainsLB, as for a black hole).
+func TestLatencyExplainsLB(t *testing.T) {
+	t.Parallel()
+	fab, err := matrixsim.New(matrixsim.Config{Racks: 3, NodesPerRack: 3, Spines: 3, LB: true, FlowsPerTarget: 4, ProbesPerFlow: 30, Background: 1e-4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft := matrixsim.Fault{Kind: matrixsim.SpineDelay, Spine: 1, Delay: 0.150}
+	for seed := range uint64(4) {
+		obs := fab.Observations(ft, seed)
+		// An agent with a flow 100 ms slower than the fastest is an end
+		// of a slow flow; so is that flow's target.
+		floor := 1.0
+		for _, o := range obs {
+			for _, tg := range o.Targets {
+				for _, p := range tg.Protocols {
+					for _, f := range p.Flows {
+						if p.Protocol == api.ProtocolTCPSYN && f.RTTP50 > 0 {
+							floor = min(floor, f.RTTP50)
+						}
+					}
+				}
+			}
+		}
+		ends := map[string]bool{}
+		for _, o := range obs {
+			for _, tg := range o.Targets {
+				for _, p := range tg.Protocols {
+					for _, f := range p.Flows {
+						if p.Protocol == api.ProtocolTCPSYN && tg.Class != api.ClassLB && f.RTTP50 > floor+0.1 {
+							ends[o.Agent.Name], ends[tg.Name] = true, true
+						}
+					}
+				}
+			}
+		}
+		cut := 0
+		for i := range obs {
+			for j := range obs[i].Targets {
+				tg := &obs[i].Targets[j]
+				for k := range tg.Protocols {
+					if p := &tg.Protocols[k]; tg.Class == api.ClassLB && p.Protocol == api.ProtocolHTTP2Ping && ends[obs[i].Agent.Name] {
+						p.Lost, p.LossRatio = p.Sent, 1
+						cut++
+					}
+				}
+			}
+		}
+		if cut < 2 {
+			t.Fatalf("seed %d: %d agents' PINGs cut: the test's fault did not take", seed, cut)
+		}
+		l := diagnose(t, fab.Hops(), obs).Listed()
+		if len(l) != 1 || l[0].Kind != matrix.KindLatency || l[0].Name != "spine2" {
+			t.Errorf("seed %d: PINGs timing out behind a delaying spine: listed %v, want latency/spine2 alone", seed, brief(l))
 		}
 	}
 }

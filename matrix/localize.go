@@ -95,7 +95,11 @@ func (m *Matrix) localize(agents []*agentState) ([]Suspect, []Dispute, Fabric) {
 	if len(pmtu) > 0 {
 		p.deferLBs(ends) // an LB whose TLS flows die in the hole
 	}
-	suspects := append(append(p.merge(), shareScores(pmtu)...), shareScores(p.latencySuspects())...)
+	lat := p.latencySuspects()
+	if len(lat) > 0 {
+		p.deferLBs(p.slowEnds()) // an LB whose PINGs time out behind the delay
+	}
+	suspects := append(append(p.merge(), shareScores(pmtu)...), shareScores(lat)...)
 	sortSuspects(suspects)
 	return suspects, p.disputes(), m.fabricOf(p.r, p.e, p.groupRacks())
 }
@@ -143,6 +147,7 @@ type pass struct {
 	kept                 []candidate // of fab, what the rules leave
 	devices              map[int32]bool
 	ruled                map[int32]bool
+	slowAt               uint16 // the latency stage's slow round trip, in rttTicks; 0: no flow slow
 }
 
 func (m *Matrix) newPass(agents []*agentState) *pass {

@@ -71,28 +71,30 @@ func (p *pass) pmtuSuspects() (out []candidate, ends map[int32]bool) {
 	return out, ends
 }
 
-// deferLBs drops the LB suspects the round's path MTU black holes
-// explain (pmtuExplainsLB), from the lb rule's findings and the
-// estimator's alike.
+// deferLBs drops the LB suspects that a fault judged per flow explains
+// (flowFaultExplainsLB), ends being the hosts at either end of the flows
+// it failed: from the lb rule's findings and the estimator's alike.
 func (p *pass) deferLBs(ends map[int32]bool) {
 	gone := map[int32]bool{}
 	p.lbs = slices.DeleteFunc(p.lbs, func(c candidate) bool {
-		gone[c.dev] = pmtuExplainsLB(p.r, p.th, c.dev, ends)
+		gone[c.dev] = flowFaultExplainsLB(p.r, p.th, c.dev, ends)
 		return gone[c.dev]
 	})
 	p.kept = slices.DeleteFunc(p.kept, func(c candidate) bool { return c.Kind == KindLB && gone[c.dev] })
 }
 
-// pmtuExplainsLB reports whether a path MTU black hole explains what LB
-// d loses: every source whose HTTP/2 PINGs through it die, or that sees
-// its established flows black-holed, is an end of a black-holed flow,
-// and its small probes lose nothing significant. Those ride a TLS connection whose handshake and
-// responses carry full-size segments, which the hole takes while the
-// small probes (SYNs, pings, lookups) pass: the symptom users meet, not
-// the VIP's own doing. An LB that drops packets drops its SYNs too.
-// (One that forgets established flows, seed 001, at the same time as a
-// hole cuts off the very sources it fails is read as the hole alone.)
-func pmtuExplainsLB(r *round, th *Thresholds, d int32, ends map[int32]bool) bool {
+// flowFaultExplainsLB reports whether a path MTU black hole or added
+// delay explains what LB d loses: every source whose HTTP/2 PINGs
+// through it die, or that sees its established flows black-holed, is an
+// end of a flow the fault failed, and its small probes lose nothing
+// significant. The PINGs ride a TLS connection whose handshake and
+// responses carry full-size segments, which a hole takes while SYNs,
+// pings and lookups pass; and a PING waits only its timeout, which a
+// delay past it turns into loss. The symptom users meet, not the VIP's
+// own doing: an LB that drops packets drops its SYNs too. (One that
+// forgets established flows, seed 001, at the same time as a hole or a
+// delay fails the very sources it fails is read as the latter alone.)
+func flowFaultExplainsLB(r *round, th *Thresholds, d int32, ends map[int32]bool) bool {
 	var small tally
 	lossy := false
 	for pi := range r.pairs {
