@@ -96,10 +96,11 @@ func TestScenarios(t *testing.T) {
 			scenarios: func(ctx context.Context, r *testbed.Fabric) []scenario {
 				routed := slices.DeleteFunc(scenarios(), func(sc scenario) bool { return sc.name == "lossy spine 1%" })
 				// Issue 32: a spine that delays rather than drops, one
-				// of three ECMP members. The lab's element is a process:
-				// on a loaded machine it holds some packets past the
-				// HTTP/2 PINGs' 200 ms, so spine2 may be named for loss
-				// too, never anything else.
+				// of three ECMP members. The lab's element is this
+				// process reading a queue: beside another suite it may
+				// hold some packets past the probes' timeouts (its log
+				// says how late it read), so spine2 or its links may be
+				// named for loss too, never anything else.
 				delay := scenario{name: "spine adds 20 ms", faults: []lab.Fault{{Kind: lab.FaultDelay, Device: "spine2", Millis: 20}},
 					kind: matrix.KindLatency, suspect: "spine2", check: listed(matrix.KindLatency, "spine2"), allowed: about("spine2")}
 				return append(append(routed, delay), pick(t, seedScenarios(ctx, r, []string{api.FamilyIPv4}),
