@@ -71,62 +71,6 @@ func (p *pass) pmtuSuspects() (out []candidate, ends map[int32]bool) {
 	return out, ends
 }
 
-// deferLBs drops the LB suspects that a fault judged per flow explains
-// (flowFaultExplainsLB), ends being the hosts at either end of the flows
-// it failed: from the lb rule's findings and the estimator's alike.
-func (p *pass) deferLBs(ends map[int32]bool) {
-	gone := map[int32]bool{}
-	p.lbs = slices.DeleteFunc(p.lbs, func(c candidate) bool {
-		gone[c.dev] = flowFaultExplainsLB(p.r, p.th, c.dev, ends)
-		return gone[c.dev]
-	})
-	p.kept = slices.DeleteFunc(p.kept, func(c candidate) bool { return c.Kind == KindLB && gone[c.dev] })
-}
-
-// flowFaultExplainsLB reports whether a path MTU black hole or added
-// delay explains what LB d loses: every source whose HTTP/2 PINGs
-// through it die, or that sees its established flows black-holed, is an
-// end of a flow the fault failed, and its small probes lose nothing
-// significant. The PINGs ride a TLS connection whose handshake and
-// responses carry full-size segments, which a hole takes while SYNs,
-// pings and lookups pass; and a PING waits only its timeout, which a
-// delay past it turns into loss. The symptom users meet, not the VIP's
-// own doing: an LB that drops packets drops its SYNs too. (One that
-// forgets established flows, seed 001, at the same time as a hole or a
-// delay fails the very sources it fails is read as the latter alone.)
-func flowFaultExplainsLB(r *round, th *Thresholds, d int32, ends map[int32]bool) bool {
-	var small tally
-	lossy := false
-	for pi := range r.pairs {
-		pr := &r.pairs[pi]
-		if pr.dst != d {
-			continue
-		}
-		a := r.agents[pr.agent]
-		t := &a.targets[pr.target]
-		if !isLBPath(t) {
-			continue
-		}
-		cut := t.blackhole
-		for _, proto := range a.protos[t.protoStart:t.protoEnd] {
-			switch proto.protocol {
-			case api.ProtocolHTTP2Ping:
-				cut = cut || proto.stats.Lost > 0
-			case api.ProtocolTCPSYNMTU:
-			default:
-				small.sent += proto.stats.Sent
-				small.lost += min(proto.stats.Lost, proto.stats.Sent)
-			}
-		}
-		if cut && !ends[pr.src] {
-			return false
-		}
-		lossy = lossy || cut
-	}
-	bad, _ := th.significant(float64(small.lost), float64(small.sent))
-	return lossy && !bad
-}
-
 // black is a black-holed flow whose trace shows links: every large
 // probe lost, most small ones answered.
 type black struct {
