@@ -143,3 +143,14 @@ func (d Diagnosis) Listed() []Suspect {
 	}
 	return out
 }
+
+// TiedWith reports whether s is listed as one the data cannot tell from
+// r (Evidence.Ties): naming either is as right as the data allows.
+func (s Suspect) TiedWith(r Ref) bool {
+	for _, t := range s.Evidence.Ties {
+		if t == r {
+			return true
+		}
+	}
+	return false
+}

@@ -219,7 +219,7 @@ func TestPMTUExplainsLB(t *testing.T) {
 	for seed := range uint64(4) {
 		d := diagnose(t, fab.Hops(), cut(fab.Observations(hole, seed), 0))
 		for _, s := range d.Listed() {
-			if s.Kind != holeKind || s.Name != holeName && !tiedWith(s, holeKind, holeName) {
+			if s.Kind != holeKind || s.Name != holeName && !s.TiedWith(matrix.Ref{Kind: holeKind, Name: holeName}) {
 				t.Errorf("seed %d: the hole's PINGs: listed %v, want %s/%s alone", seed, brief(d.Listed()), holeKind, holeName)
 				break
 			}
@@ -241,10 +241,4 @@ func TestPMTUExplainsLB(t *testing.T) {
 			t.Errorf("seed %d: the VIP drops 10 %% of SYNs beside the hole: listed %v, want the lb too", seed, brief(d.Listed()))
 		}
 	}
-}
-
-// tiedWith reports whether s is listed as one the data cannot tell from
-// kind/name.
-func tiedWith(s matrix.Suspect, kind, name string) bool {
-	return slices.ContainsFunc(s.Evidence.Ties, func(r matrix.Ref) bool { return r.Kind == kind && r.Name == name })
 }

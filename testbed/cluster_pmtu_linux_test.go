@@ -32,7 +32,7 @@ func (r *clusterRun) pmtu(ctx context.Context, t *testing.T) {
 			switch {
 			case s.Kind == matrix.KindPMTU && s.Name == link:
 				found = true
-			case !tiedWith(s, matrix.KindPMTU, link):
+			case !s.TiedWith(matrix.Ref{Kind: matrix.KindPMTU, Name: link}):
 				return fmt.Errorf("%s %s listed, not pmtu %s or its tie:%s", s.Kind, s.Name, link, describe(d))
 			}
 		}
@@ -50,15 +50,4 @@ func (r *clusterRun) pmtu(ctx context.Context, t *testing.T) {
 		r.errorf(t, "named after %v, goal %v: the chart's window and a report", named.Round(time.Second), goal)
 	}
 	r.clear(ctx, t)
-}
-
-// tiedWith reports whether s is listed as one the data cannot tell from
-// kind/name.
-func tiedWith(s matrix.Suspect, kind, name string) bool {
-	for _, t := range s.Evidence.Ties {
-		if t.Kind == kind && t.Name == name {
-			return true
-		}
-	}
-	return false
 }

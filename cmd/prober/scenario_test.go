@@ -42,7 +42,7 @@ type scenario struct {
 // racks. Naming either, at the same score, is as right as the data
 // allows.
 func (sc scenario) tied(s matrix.Suspect) bool {
-	return slices.Contains(s.Evidence.Ties, matrix.Ref{Kind: sc.kind, Name: sc.suspect})
+	return s.TiedWith(matrix.Ref{Kind: sc.kind, Name: sc.suspect})
 }
 
 // listHold is how long the list must stay clean once the right suspect
