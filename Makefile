@@ -11,7 +11,7 @@ IMAGE     ?= ghcr.io/netprober/prober:$(VERSION)
 # this; the bound is there so a hung test fails instead of hanging CI.
 TEST_TIMEOUT ?= 60m
 
-.PHONY: all build pause test demo demo-cluster lint bench fuzz image image-docker deps clean kube manifests
+.PHONY: all build pause test demo demo-cluster lint bench fuzz image image-docker chart deps clean kube manifests
 
 all: build
 
@@ -104,6 +104,16 @@ image:
 		-version $(VERSION) -revision $(REVISION) -bin $(dir $(BIN)) \
 		-o $(dir $(BIN))prober.oci.tar -sbom $(dir $(BIN))prober.spdx.json \
 		$(if $(filter 1 yes true,$(PUSH)),-push)
+
+# chart packages charts/prober as bin/prober-VERSION.tgz, as `helm
+# package` would (through Helm's Go packages), for `helm push` to an OCI
+# registry: version VERSION (a pre-release of Chart.yaml's when VERSION is
+# no SemVer tag), appVersion VERSION (the image tag it runs unless told),
+# ArtifactHub's annotations; CHANGES=file (one a line) adds this version's
+# changes. Nothing goes to the network.
+chart:
+	@mkdir -p $(dir $(BIN))
+	$(GO) run ./hack/chart -version $(VERSION) -o $(dir $(BIN)) $(if $(CHANGES),-changes $(CHANGES))
 
 # image-docker is the Dockerfile's build, for those who have Docker: one
 # platform, the builder's, into Docker's own store.

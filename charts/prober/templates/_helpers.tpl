@@ -1,6 +1,6 @@
 {{/* The container image. */}}
 {{- define "prober.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
 {{/* The prometheus.io/* annotations of a pod serving /metrics on port. */}}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	"sigs.k8s.io/yaml"
+
+	"github.com/netprober/prober/charts"
+)
+
+const chartDir = "../../charts/prober"
+
+// TestPackage packages the chart as `make chart` does and reads the
+// archive back as `helm install` and `helm lint --strict` would: the
+// build's version and appVersion stamped, ArtifactHub's annotations,
+// every file of the source chart in it unchanged, lint clean, and every
+// workload rendered from it running the image of its appVersion.
+func TestPackage(t *testing.T) {
+	dir := t.TempDir()
+	changes := filepath.Join(dir, "changes.txt")
+	if err := os.WriteFile(changes, []byte("- chart packaged by make chart\n\nimage tag defaults to appVersion\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const build = "v1.2.3-4-gabcdef0-dirty"
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"-chart", chartDir, "-version", build, "-o", dir, "-changes", changes}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	archive := filepath.Join(dir, "prober-1.2.3-4-gabcdef0-dirty.tgz")
+	if !strings.Contains(stdout.String(), archive) {
+		t.Errorf("stdout %q does not name %s", stdout.String(), archive)
+	}
+	got, err := loader.Load(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Metadata.Version != "1.2.3-4-gabcdef0-dirty" || got.Metadata.AppVersion != build {
+		t.Errorf("version %q appVersion %q, want 1.2.3-4-gabcdef0-dirty and %s", got.Metadata.Version, got.Metadata.AppVersion, build)
+	}
+	ann := got.Metadata.Annotations
+	var images []struct {
+		Name, Image string
+		Platforms   []string
+	}
+	if err := yaml.Unmarshal([]byte(ann["artifacthub.io/images"]), &images); err != nil {
+		t.Fatalf("artifacthub.io/images: %v", err)
+	}
+	if len(images) != 1 || images[0].Image != "ghcr.io/netprober/prober:"+build || !slices.Equal(images[0].Platforms, []string{"linux/amd64", "linux/arm64"}) {
+		t.Errorf("artifacthub.io/images = %+v", images)
+	}
+	var ch []string
+	if err := yaml.Unmarshal([]byte(ann["artifacthub.io/changes"]), &ch); err != nil || !slices.Equal(ch, []string{"chart packaged by make chart", "image tag defaults to appVersion"}) {
+		t.Errorf("artifacthub.io/changes = %q (%v)", ann["artifacthub.io/changes"], err)
+	}
+	if ann["artifacthub.io/prerelease"] != "true" || ann["artifacthub.io/links"] == "" {
+		t.Errorf("prerelease %q, links %q: want true and Chart.yaml's", ann["artifacthub.io/prerelease"], ann["artifacthub.io/links"])
+	}
+
+	src, err := loader.LoadDir(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := filesDiffer(src, got); d != "" {
+		t.Errorf("the archive is not the source chart: %s", d)
+	}
+
+	expanded := t.TempDir()
+	if err := chartutil.ExpandFile(expanded, archive); err != nil {
+		t.Fatal(err)
+	}
+	l := lint.All(filepath.Join(expanded, "prober"), nil, "prober", false)
+	for _, m := range l.Messages {
+		if m.Severity >= support.WarningSev {
+			t.Errorf("helm lint --strict of the archive: %s", m)
+		}
+	}
+
+	manifest, _, err := charts.Render(archive, "prober", "prober", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := regexp.MustCompile(`(?m)^\s+image: (\S+)$`).FindAllStringSubmatch(manifest, -1)
+	if len(refs) < 3 {
+		t.Fatalf("%d images rendered, want the two agents' and the matrix's", len(refs))
+	}
+	for _, r := range refs {
+		if r[1] != "ghcr.io/netprober/prober:"+build {
+			t.Errorf("rendered image %s, want the appVersion's", r[1])
+		}
+	}
+	tagged, _, err := charts.Render(archive, "prober", "prober", map[string]any{"image": map[string]any{"tag": "v9"}})
+	if err != nil || strings.Contains(tagged, build) || !strings.Contains(tagged, "ghcr.io/netprober/prober:v9") {
+		t.Errorf("image.tag v9 does not win over the appVersion (%v)", err)
+	}
+}
+
+// filesDiffer says how two charts' files differ, "" when every
+// template, file, schema and values.yaml is the same.
+func filesDiffer(a, b *chart.Chart) string {
+	files := func(c *chart.Chart) map[string]string {
+		m := map[string]string{"values.schema.json": string(c.Schema)}
+		for _, f := range slices.Concat(c.Templates, c.Files, c.Raw) {
+			if f.Name != "Chart.yaml" {
+				m[f.Name] = string(f.Data)
+			}
+		}
+		return m
+	}
+	fa, fb := files(a), files(b)
+	for name, body := range fa {
+		if got, ok := fb[name]; !ok {
+			return name + " is missing"
+		} else if got != body {
+			return name + " differs"
+		}
+	}
+	if len(fa) != len(fb) {
+		return "the archive has files the source has not"
+	}
+	return ""
+}
+
+// TestChartVersion holds the versions `make chart` stamps: a build's
+// SemVer version as it is, anything else a pre-release of the chart's.
+func TestChartVersion(t *testing.T) {
+	for _, c := range []struct{ build, want string }{
+		{"v1.2.3", "1.2.3"},
+		{"1.2.3", "1.2.3"},
+		{"v0.2.0-12-gabc1234-dirty", "0.2.0-12-gabc1234-dirty"},
+		{"v1.0.0+meta", "1.0.0+meta"},
+		{"8fdabc8", "0.1.0-8fdabc8"},
+		{"8fdabc8-dirty", "0.1.0-8fdabc8-dirty"},
+		{"0123456", "0.1.0-g0123456"},
+		{"dev", "0.1.0-dev"},
+		{"my build/x..y", "0.1.0-my-build-x.y"},
+		{"", ""},
+		{"...", ""},
+	} {
+		v, err := chartVersion(c.build, "0.1.0")
+		if c.want == "" {
+			if err == nil {
+				t.Errorf("%q: %s, want an error", c.build, v.String())
+			}
+			continue
+		}
+		if err != nil || v.String() != c.want {
+			t.Errorf("%q: %s (%v), want %s", c.build, v.String(), err, c.want)
+		}
+	}
+	if _, err := chartVersion("dev", "one"); err == nil || !strings.Contains(err.Error(), `"one"`) {
+		t.Errorf("a chart version that is not SemVer: %v", err)
+	}
+}
+
+// TestBadInput: a missing chart, stray arguments and a changes file past
+// the bound each get a message and an exit code, and write nothing.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	long := filepath.Join(dir, "long.txt")
+	if err := os.WriteFile(long, bytes.Repeat([]byte("a change\n"), maxChanges+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"-chart", filepath.Join(dir, "none"), "-o", dir}, 1, "load"},
+		{[]string{"-chart", chartDir, "-o", dir, "extra"}, 2, "unexpected arguments"},
+		{[]string{"-chart", chartDir, "-o", dir, "-changes", long}, 1, "more than 64 lines"},
+		{[]string{"-chart", chartDir, "-o", dir, "-changes", filepath.Join(dir, "absent")}, 1, "changes"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), c.args, &stdout, &stderr)
+		if code != c.code || !strings.Contains(stderr.String(), c.says) {
+			t.Errorf("%q: exit %d, %q; want %d saying %q", c.args, code, stderr.String(), c.code, c.says)
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.tgz")); len(m) > 0 {
+		t.Errorf("wrote %v on bad input", m)
+	}
+}
