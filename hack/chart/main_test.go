@@ -3,13 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"log"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -18,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/netprober/prober/charts"
+	"github.com/netprober/prober/peers/peerstest"
 )
 
 const chartDir = "../../charts/prober"
@@ -190,5 +196,68 @@ func TestBadInput(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "*.tgz")); len(m) > 0 {
 		t.Errorf("wrote %v on bad input", m)
+	}
+}
+
+// TestRealHelm hands the package to the helm CLI itself (built by
+// hack/kube/build.sh at the release of the Helm packages above): `helm
+// lint --strict` and `helm template` of the archive, then `helm push` to
+// an OCI registry on loopback and `helm template oci://...` back from it,
+// as the README's install does.
+func TestRealHelm(t *testing.T) {
+	helm := filepath.Join(peerstest.Binaries(t), "helm")
+	if _, err := os.Stat(helm); err != nil {
+		if os.Getenv("PROBER_KUBE_REQUIRED") != "" {
+			t.Fatalf("helm: %v (hack/kube/build.sh builds it)", err)
+		}
+		t.Skipf("helm not built (hack/kube/build.sh builds it): %v", err)
+	}
+	dir := t.TempDir()
+	const build = "v0.3.0-2-g1234abc"
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"-chart", chartDir, "-version", build, "-o", dir}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	archive := filepath.Join(dir, "prober-0.3.0-2-g1234abc.tgz")
+	home := t.TempDir()
+	helmRun := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(helm, args...)
+		// Helm's config, cache and registry logins stay in the test's own
+		// directory, never the machine's home.
+		cmd.Env = append(os.Environ(), "HOME="+home, "HELM_CACHE_HOME="+home+"/cache",
+			"HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data", "KUBECONFIG="+home+"/kubeconfig")
+		var errOut bytes.Buffer
+		cmd.Stderr = &errOut
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut.Bytes())
+		}
+		return string(out)
+	}
+	if out := helmRun("lint", "--strict", archive); !strings.Contains(out, "0 chart(s) failed") {
+		t.Errorf("helm lint --strict:\n%s", out)
+	}
+	want := ""
+	for _, src := range []string{"archive", "registry"} {
+		ref := archive
+		var extra []string
+		if src == "registry" {
+			reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+			defer reg.Close()
+			host := strings.TrimPrefix(reg.URL, "http://")
+			helmRun("push", archive, "oci://"+host+"/charts", "--plain-http")
+			ref = "oci://" + host + "/charts/prober"
+			extra = []string{"--version", "0.3.0-2-g1234abc", "--plain-http"}
+		}
+		out := helmRun(append([]string{"template", "prober", ref, "-n", "prober"}, extra...)...)
+		if n := strings.Count(out, "image: ghcr.io/netprober/prober:"+build); n < 3 {
+			t.Errorf("helm template from the %s: %d workloads run the build's image, want 3 or more", src, n)
+		}
+		if want == "" {
+			want = out
+		} else if out != want {
+			t.Errorf("helm template from the registry differs from the archive's")
+		}
 	}
 }
