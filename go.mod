@@ -7,6 +7,7 @@ require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/google/go-containerregistry v0.22.1
+	github.com/google/go-jsonnet v0.22.0
 	github.com/google/gopacket v1.1.19
 	github.com/google/nftables v0.3.0
 	github.com/grafana/grafana-foundation-sdk/go v0.0.22
