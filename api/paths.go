@@ -32,6 +32,8 @@ const (
 	// it changes or after ?wait (at most MaxPlanWait).
 	AgentPlanPath = "/api/v1/plan/agents/"
 	// MatrixPath is the loss matrix: the latest round's cells and agents.
+	// ?node=NAME narrows it to that node's agents and the cells from or
+	// to them.
 	MatrixPath = "/api/v1/matrix"
 	// DiagnosisPath is the latest round's suspects.
 	DiagnosisPath = "/api/v1/diagnosis"

@@ -22,6 +22,9 @@ const (
 	PathPodToLB    = "pod_to_lb"
 )
 
+// PathClasses lists every path class, in a stable order.
+var PathClasses = []string{PathNodeToNode, PathNodeToPod, PathPodToNode, PathPodToPod, PathNodeToLB, PathPodToLB}
+
 // PathClass is the path class from a source of class from to a target of
 // class to, "" when from is no agent class or to no class.
 func PathClass(from, to string) string {

@@ -34,6 +34,14 @@ func (h *Hub) newServer() *http.Server {
 	mux.HandleFunc("GET /metrics", timed(h.serveMetrics))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET "+api.MatrixPath, timed(func(w http.ResponseWriter, r *http.Request) {
+		if node := r.URL.Query().Get("node"); node != "" {
+			if len(node) > maxDeviceName {
+				http.Error(w, "node: too long", http.StatusBadRequest)
+				return
+			}
+			h.writeJSON(w, r, h.nodeMatrix(node))
+			return
+		}
 		h.serveCached(w, r, &h.matrixJSON, h.gen.Load(), h.cfg.Interval.D(), func(b *bytes.Buffer) error { return encodeJSON(b, h.matrixView()) })
 	}))
 	mux.HandleFunc("GET "+api.PlanPath, timed(h.servePlan))
@@ -132,6 +140,48 @@ func (h *Hub) serveMetrics(w http.ResponseWriter, r *http.Request) {
 }
 
 // matrixView is the snapshot plus the pulls behind it, at this round.
+// nodeMatrix is MatrixPath?node=: the agents running on that node (the
+// plan says which), the group cells from or to their groups and the pairs
+// from or to them, without the pulls: small at any cluster size, for
+// `kubectl prober who`.
+func (h *Hub) nodeMatrix(node string) api.Snapshot {
+	names := map[string]bool{node: true}
+	h.plan.mu.Lock()
+	p := h.plan.plans
+	h.plan.mu.Unlock()
+	if p != nil {
+		for _, a := range p.Agents() {
+			if a.Node == node {
+				names[a.Name] = true
+			}
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := api.Snapshot{Time: h.snap.Time, GroupBy: h.snap.GroupBy, Agents: []api.AgentStatus{}}
+	groups := map[string]bool{}
+	for _, a := range h.snap.Agents {
+		if names[a.Name] {
+			s.Agents = append(s.Agents, a)
+			groups[a.Group] = true
+		}
+	}
+	touching := func(cells []api.Cell, in map[string]bool) []api.Cell {
+		out := []api.Cell{}
+		for _, c := range cells {
+			if in[c.Source] || in[c.Target] {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	s.Groups, s.Worst = touching(h.snap.Groups, groups), touching(h.snap.Worst, names)
+	if h.snap.Cells != nil {
+		s.Cells = touching(h.snap.Cells, names)
+	}
+	return s
+}
+
 func (h *Hub) matrixView() matrixView {
 	h.mu.Lock()
 	defer h.mu.Unlock()

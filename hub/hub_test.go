@@ -151,6 +151,26 @@ func TestServeAndSuspect(t *testing.T) {
 	if m.GroupBy != "rack" || len(m.Pulls) != 4 || len(m.Groups) == 0 {
 		t.Errorf("matrix: groupBy %q, %d pulls, %d groups", m.GroupBy, len(m.Pulls), len(m.Groups))
 	}
+	// ?node= is one node's agents and the cells from or to them: what
+	// kubectl prober who reads, small at any size.
+	var n api.Snapshot
+	getJSON(t, base+api.MatrixPath+"?node=n21", &n)
+	if len(n.Agents) != 1 || n.Agents[0].Name != "n21" || len(n.Groups) == 0 || len(n.Groups) >= len(m.Groups) {
+		t.Errorf("?node=n21: agents %+v, %d of %d group cells", n.Agents, len(n.Groups), len(m.Groups))
+	}
+	for _, c := range n.Groups {
+		if c.Source != "r2" && c.Target != "r2" {
+			t.Errorf("?node=n21 holds a cell of neither end's group: %+v", c)
+		}
+	}
+	for _, c := range n.Worst {
+		if c.Source != "n21" && c.Target != "n21" {
+			t.Errorf("?node=n21 holds a pair it is not in: %+v", c)
+		}
+	}
+	if body := get(t, base+api.MatrixPath+"?node=nobody"); !strings.Contains(body, `"groups":[]`) || !strings.Contains(body, `"agents":[]`) {
+		t.Errorf("?node= of no agent: %s, want empty lists", body)
+	}
 	var d matrix.Diagnosis
 	getJSON(t, base+api.DiagnosisPath, &d)
 	if len(d.Suspects) == 0 {
