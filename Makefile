@@ -15,8 +15,12 @@ TEST_TIMEOUT ?= 60m
 
 all: build
 
+# build also writes bin/kubectl-prober, the same binary under the name
+# kubectl runs its prober plugin by (`kubectl prober status`): put bin/ on
+# PATH, or copy it there.
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/prober
+	ln -f $(BIN) $(dir $(BIN))kubectl-prober
 
 # pause is the sandbox binary of the real cluster's pods (testbed/pause).
 pause:

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -27,15 +29,21 @@ var subcommands = map[string]subcommand{
 	"agent":   {runAgent, "run the per-node probing agent"},
 	"matrix":  {runMatrix, "aggregate agents into a loss matrix and localize faults"},
 	"trace":   {runTrace, "multipath TCP-SYN traceroute to a host"},
+	"kubectl": {runKubectl, "the kubectl plugin (kubectl prober): status, who, trace, page"},
 	"lab":     {runLab, "build a data-center fabric in network namespaces (root)"},
 	"version": {runVersion, "print the version"},
 }
 
-var order = []string{"agent", "matrix", "trace", "lab", "version"}
+var order = []string{"agent", "matrix", "trace", "kubectl", "lab", "version"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	args := os.Args[1:]
+	// kubectl runs its plugins by name: bin/kubectl-prober is prober.
+	if strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe") == pluginName {
+		args = append([]string{"kubectl"}, args...)
+	}
+	code := run(ctx, args, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
