@@ -138,38 +138,6 @@ func filesDiffer(a, b *chart.Chart) string {
 	return ""
 }
 
-// TestChartVersion holds the versions `make chart` stamps: a build's
-// SemVer version as it is, anything else a pre-release of the chart's.
-func TestChartVersion(t *testing.T) {
-	for _, c := range []struct{ build, want string }{
-		{"v1.2.3", "1.2.3"},
-		{"1.2.3", "1.2.3"},
-		{"v0.2.0-12-gabc1234-dirty", "0.2.0-12-gabc1234-dirty"},
-		{"v1.0.0+meta", "1.0.0+meta"},
-		{"8fdabc8", "0.1.0-8fdabc8"},
-		{"8fdabc8-dirty", "0.1.0-8fdabc8-dirty"},
-		{"0123456", "0.1.0-g0123456"},
-		{"dev", "0.1.0-dev"},
-		{"my build/x..y", "0.1.0-my-build-x.y"},
-		{"", ""},
-		{"...", ""},
-	} {
-		v, err := chartVersion(c.build, "0.1.0")
-		if c.want == "" {
-			if err == nil {
-				t.Errorf("%q: %s, want an error", c.build, v.String())
-			}
-			continue
-		}
-		if err != nil || v.String() != c.want {
-			t.Errorf("%q: %s (%v), want %s", c.build, v.String(), err, c.want)
-		}
-	}
-	if _, err := chartVersion("dev", "one"); err == nil || !strings.Contains(err.Error(), `"one"`) {
-		t.Errorf("a chart version that is not SemVer: %v", err)
-	}
-}
-
 // TestBadInput: a missing chart, stray arguments and a changes file past
 // the bound each get a message and an exit code, and write nothing.
 func TestBadInput(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"sigs.k8s.io/yaml"
+
+	"github.com/netprober/prober/hack/internal/release"
 )
 
 // options are the flags of one packaging.
@@ -28,7 +30,7 @@ func pack(o options) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("load %s: %w", o.Dir, err)
 	}
-	v, err := chartVersion(o.Version, ch.Metadata.Version)
+	v, err := release.SemVer(o.Version, ch.Metadata.Version)
 	if err != nil {
 		return "", err
 	}
@@ -54,52 +56,6 @@ func pack(o options) (string, error) {
 		return "", fmt.Errorf("save: %w", err)
 	}
 	return path, nil
-}
-
-// chartVersion is the chart's SemVer version for the build's version:
-// the build's itself when it is SemVer (a tag, "v" dropped; `git
-// describe` past a tag, v1.2.0-3-gabc1234, is a pre-release of it),
-// else a pre-release of the chart's own version named by it (a bare
-// commit, 0.1.0-8fdabc8), which sorts before that version's release.
-func chartVersion(build, base string) (semver.Version, error) {
-	if v, err := semver.StrictNewVersion(strings.TrimPrefix(build, "v")); err == nil {
-		return *v, nil
-	}
-	b, err := semver.StrictNewVersion(base)
-	if err != nil {
-		return semver.Version{}, fmt.Errorf("the chart's version %q is not SemVer: %w", base, err)
-	}
-	pre := preRelease(build)
-	if pre == "" {
-		return semver.Version{}, fmt.Errorf("version %q: nothing of it can name a SemVer pre-release", build)
-	}
-	v, err := b.SetPrerelease(pre)
-	if err != nil {
-		// A commit of digits only with a leading zero is no SemVer
-		// identifier; git's "g" prefix makes it one.
-		if v, err = b.SetPrerelease("g" + pre); err != nil {
-			return semver.Version{}, fmt.Errorf("version %q: %w", build, err)
-		}
-	}
-	return v, nil
-}
-
-// preRelease keeps what a SemVer pre-release may hold of s: every other
-// byte becomes "-", and empty dot-separated identifiers are dropped.
-func preRelease(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '.') {
-			b[i] = '-'
-		}
-	}
-	var ids []string
-	for id := range strings.SplitSeq(string(b), ".") {
-		if id != "" {
-			ids = append(ids, id)
-		}
-	}
-	return strings.Join(ids, ".")
 }
 
 // annotations are ArtifactHub's, for this build: the image the chart
