@@ -100,13 +100,15 @@ fuzz:
 # OCI image-layout archive, bin/prober.oci.tar (`ctr images import`,
 # `podman load`, `docker load`), with an SPDX SBOM of its Go modules,
 # bin/prober.spdx.json. Deterministic: the same commit gives the same
-# digests. PUSH=1 pushes the index to $(IMAGE) with docker's credentials
+# digests. The same binaries also go into bin/krew: the kubectl plugin's
+# archives and its krew manifest, for a release to publish (their URLs are
+# the GitHub release of VERSION). PUSH=1 pushes the index to $(IMAGE) with docker's credentials
 # (~/.docker/config.json); without it nothing goes to the network.
 image:
 	@mkdir -p $(dir $(BIN))
 	GO=$(GO) $(GO) run ./hack/image -ref $(IMAGE) -ldflags '$(LDFLAGS)' \
 		-version $(VERSION) -revision $(REVISION) -bin $(dir $(BIN)) \
-		-o $(dir $(BIN))prober.oci.tar -sbom $(dir $(BIN))prober.spdx.json \
+		-o $(dir $(BIN))prober.oci.tar -sbom $(dir $(BIN))prober.spdx.json -krew $(dir $(BIN))krew \
 		$(if $(filter 1 yes true,$(PUSH)),-push)
 
 # chart packages charts/prober as bin/prober-VERSION.tgz, as `helm

@@ -28,6 +28,9 @@ type options struct {
 	BinDir            string
 	Archive, SBOM     string
 	DockerArch        string
+	// Krew, when set, is the directory for the kubectl plugin's archives
+	// and krew manifest (writeKrew), their URLs under KrewURL.
+	Krew, KrewURL string
 }
 
 // The Dockerfile's ENTRYPOINT and CMD.
@@ -45,11 +48,13 @@ func build(ctx context.Context, o options, log io.Writer) (v1.ImageIndex, error)
 	}
 	var images []v1.Image
 	var infos []*debug.BuildInfo
+	bins := map[string]string{}
 	for _, arch := range o.Arches {
 		bin := filepath.Join(o.BinDir, "linux-"+arch, binName)
 		if err := goBuild(ctx, o, arch, bin); err != nil {
 			return nil, err
 		}
+		bins[arch] = bin
 		bi, err := buildinfo.ReadFile(bin)
 		if err != nil {
 			return nil, fmt.Errorf("%s: build info: %w", bin, err)
@@ -109,6 +114,11 @@ func build(ctx context.Context, o options, log io.Writer) (v1.ImageIndex, error)
 		return nil, err
 	}
 	fmt.Fprintf(log, "%s: %d packages\n", o.SBOM, len(doc.Packages))
+	if o.Krew != "" {
+		if err := writeKrew(o, bins, log); err != nil {
+			return nil, err
+		}
+	}
 	return idx, nil
 }
 

@@ -3,8 +3,11 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"os"
@@ -16,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 	spdxjson "github.com/spdx/tools-golang/json"
+	"sigs.k8s.io/yaml"
 
 	"github.com/netprober/prober/ociimage"
 )
@@ -32,13 +36,15 @@ func TestImageTwoPlatforms(t *testing.T) {
 	const ref = "prober.local/hello:test"
 	var archives [2][]byte
 	var digests [2]v1.Hash
+	var manifests [2][]byte
+	var krewDir string
 	for i := range archives {
 		dir := t.TempDir()
 		o := options{
 			Ref: ref, Pkg: "./testdata/hello", Arches: []string{"amd64", "arm64"},
 			LDFlags: "-s -w", Version: "v0.0.0-test", Revision: "abc",
 			BinDir: dir, Archive: filepath.Join(dir, "image.oci.tar"), SBOM: filepath.Join(dir, "sbom.json"),
-			DockerArch: "arm64",
+			DockerArch: "arm64", Krew: filepath.Join(dir, "krew"), KrewURL: "https://example.com/rel/",
 		}
 		var log bytes.Buffer
 		idx, err := build(context.Background(), o, &log)
@@ -51,6 +57,10 @@ func TestImageTwoPlatforms(t *testing.T) {
 		if archives[i], err = os.ReadFile(o.Archive); err != nil {
 			t.Fatal(err)
 		}
+		if manifests[i], err = os.ReadFile(filepath.Join(o.Krew, "prober.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		krewDir = o.Krew
 		sb, err := os.Open(o.SBOM)
 		if err != nil {
 			t.Fatal(err)
@@ -70,6 +80,10 @@ func TestImageTwoPlatforms(t *testing.T) {
 	if !bytes.Equal(archives[0], archives[1]) {
 		t.Error("two builds: the archives differ")
 	}
+	if !bytes.Equal(manifests[0], manifests[1]) {
+		t.Error("two builds: the krew manifests differ")
+	}
+	checkKrew(t, krewDir, manifests[1])
 
 	dir := t.TempDir()
 	extract(t, archives[0], dir)
@@ -228,5 +242,53 @@ func extract(t *testing.T, archive []byte, dir string) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// checkKrew reads the krew manifest as krew would: a Plugin named
+// prober at the build's version as SemVer, one platform an arch, each
+// naming its archive under the URL with the archive's sha256, the
+// archive holding kubectl-prober, an ELF of that machine.
+func checkKrew(t *testing.T, dir string, raw []byte) {
+	t.Helper()
+	var p krewPlugin
+	if err := yaml.UnmarshalStrict(raw, &p); err != nil {
+		t.Fatalf("prober.yaml: %v", err)
+	}
+	if p.APIVersion != "krew.googlecontainertools.github.com/v1alpha2" || p.Kind != "Plugin" || p.Metadata.Name != "prober" || p.Spec.Version != "v0.0.0-test" {
+		t.Errorf("krew manifest: %s %s %s %s", p.APIVersion, p.Kind, p.Metadata.Name, p.Spec.Version)
+	}
+	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	for _, pl := range p.Spec.Platforms {
+		arch := pl.Selector.MatchLabels["arch"]
+		name := "kubectl-prober_linux_" + arch + ".tar.gz"
+		if pl.URI != "https://example.com/rel/"+name || pl.Bin != "kubectl-prober" || pl.Selector.MatchLabels["os"] != "linux" {
+			t.Errorf("%s: uri %s bin %s", arch, pl.URI, pl.Bin)
+		}
+		archive, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum := sha256.Sum256(archive); pl.Sha256 != hex.EncodeToString(sum[:]) {
+			t.Errorf("%s: sha256 %s is not the archive's", arch, pl.Sha256)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(archive))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(zr)
+		h, err := tr.Next()
+		if err != nil || h.Name != "kubectl-prober" || h.Mode&0o111 == 0 {
+			t.Fatalf("%s: first entry %+v (%v), want an executable kubectl-prober", arch, h, err)
+		}
+		bin, _ := io.ReadAll(tr)
+		f, err := elf.NewFile(bytes.NewReader(bin))
+		if err != nil || f.Machine != machines[arch] {
+			t.Errorf("%s: kubectl-prober is no ELF for %v (%v)", arch, machines[arch], err)
+		}
+		delete(machines, arch)
+	}
+	if len(machines) != 0 {
+		t.Errorf("no platform for %v", machines)
 	}
 }

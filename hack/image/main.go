@@ -2,8 +2,9 @@
 // `make image`: static binaries for linux/amd64 and linux/arm64, an OCI
 // index of the two images (package ociimage) written as an OCI
 // image-layout archive (bin/prober.oci.tar), an SPDX SBOM of the Go
-// modules beside it (bin/prober.spdx.json), and with -push the index
-// pushed to its registry (the only step that uses the network).
+// modules beside it (bin/prober.spdx.json), with -krew the same binaries
+// as the kubectl plugin's archives and krew manifest, and with -push the
+// index pushed to its registry (the only step that uses the network).
 package main
 
 import (
@@ -40,6 +41,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Archive, "o", "bin/prober.oci.tar", "the OCI image-layout archive to write")
 	fs.StringVar(&o.SBOM, "sbom", "bin/prober.spdx.json", "the SPDX JSON SBOM to write")
 	fs.StringVar(&o.DockerArch, "docker-arch", runtime.GOARCH, "the `GOARCH` whose image the archive's manifest.json names, for docker load's classic store")
+	fs.StringVar(&o.Krew, "krew", "", "a `directory` to write the kubectl plugin's archives (kubectl-prober_linux_ARCH.tar.gz) and krew manifest (prober.yaml) to; none when empty")
+	fs.StringVar(&o.KrewURL, "krew-url", "", "where the release publishes the plugin's archives, for the krew manifest (default: the GitHub release of -version)")
 	push := fs.Bool("push", false, "push the index to -ref's registry (credentials as docker's: ~/.docker/config.json)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -49,6 +52,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.Arches = strings.Split(arches, ",")
+	if o.KrewURL == "" {
+		o.KrewURL = "https://github.com/netprober/prober/releases/download/" + o.Version
+	}
 	idx, err := build(ctx, o, stdout)
 	if err == nil && *push {
 		err = pushIndex(ctx, o.Ref, idx, stdout)
