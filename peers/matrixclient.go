@@ -189,6 +189,20 @@ func (c *MatrixClient) Wait(ctx context.Context) error {
 	}
 }
 
+// AnswerError is an answer of the matrix other than 2xx.
+type AnswerError struct {
+	Method, Path string
+	Status       int
+	// RetryAfter is the answer's Retry-After, 0 when it has none: a
+	// trace refused while its agent's trace budget refills says when.
+	RetryAfter time.Duration
+	Message    string
+}
+
+func (e *AnswerError) Error() string {
+	return fmt.Sprintf("%s %s: the matrix answered %d %s: %s", e.Method, e.Path, e.Status, http.StatusText(e.Status), e.Message)
+}
+
 // maxAnswer bounds what one answer may hold: the matrix's largest, its
 // whole matrix at 10,000 nodes grouped by rack, is far below it.
 const maxAnswer = 256 << 20
@@ -220,7 +234,11 @@ func (c *MatrixClient) Call(ctx context.Context, method, path string, query url.
 		if len(msg) > 500 {
 			msg = msg[:500] + "..."
 		}
-		return fmt.Errorf("%s %s: the matrix answered %d %s: %s", method, path, resp.StatusCode, http.StatusText(resp.StatusCode), msg)
+		e := &AnswerError{Method: method, Path: path, Status: resp.StatusCode, Message: msg}
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+			e.RetryAfter = time.Duration(secs) * time.Second
+		}
+		return e
 	}
 	if len(body) > maxAnswer {
 		return fmt.Errorf("%s %s: the answer is over %d MiB", method, path, maxAnswer>>20)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -285,6 +286,23 @@ func kubectlWho(ctx context.Context, kc kubectlContext, args []string) int {
 	return exitOK
 }
 
+// maxTraceTries bounds how often trace asks while the matrix answers
+// that the agent's trace budget is spent.
+const maxTraceTries = 4
+
+// traceRetry is how long to wait before asking for a trace again after
+// err, the try-th answer, with left of the request's bound: the agent's
+// trace budget refills within a minute and the matrix says when
+// (Retry-After on a 429). Any other error, or no time left, is final.
+func traceRetry(err error, try int, left time.Duration) (time.Duration, bool) {
+	var ae *peers.AnswerError
+	if !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests || ae.RetryAfter <= 0 || ae.RetryAfter > time.Minute ||
+		try >= maxTraceTries || left < ae.RetryAfter+5*time.Second {
+		return 0, false
+	}
+	return ae.RetryAfter, true
+}
+
 // kubectlTrace traces a pair now through the matrix and prints it as
 // `prober trace` does.
 func kubectlTrace(ctx context.Context, kc kubectlContext, args []string) int {
@@ -319,8 +337,22 @@ func kubectlTrace(ctx context.Context, kc kubectlContext, args []string) int {
 	defer cancel()
 	fmt.Fprintf(kc.stderr, "tracing %s -> %s (%s) through the matrix...\n", pos[0], pos[1], *path)
 	var v api.TraceView
-	if err := c.Call(rctx, http.MethodPost, api.TracePath, q, http.Header{api.TraceHeader: {"1"}}, &v); err != nil {
-		return kc.fail(err)
+	for try := 1; ; try++ {
+		err := c.Call(rctx, http.MethodPost, api.TracePath, q, http.Header{api.TraceHeader: {"1"}}, &v)
+		if err == nil {
+			break
+		}
+		deadline, _ := rctx.Deadline()
+		wait, ok := traceRetry(err, try, time.Until(deadline))
+		if !ok {
+			return kc.fail(err)
+		}
+		fmt.Fprintf(kc.stderr, "%v\ntrying again in %v (%d of %d)...\n", err, wait, try+1, maxTraceTries)
+		select {
+		case <-rctx.Done():
+			return kc.fail(rctx.Err())
+		case <-time.After(wait):
+		}
 	}
 	if *asJSON {
 		printJSON(kc.stdout, v)

@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/peers"
 )
 
 // TestKubectlUsage: the plugin's bad invocations each get a message and
@@ -75,5 +79,32 @@ func TestPrintStatus(t *testing.T) {
 	printStatus(&b, api.Diagnosis{Time: at, Suspects: []api.Suspect{}})
 	if !strings.Contains(b.String(), "nothing is dropping or delaying packets") {
 		t.Errorf("a clean diagnosis: %q", b.String())
+	}
+}
+
+// TestTraceRetry: trace waits as the matrix says while the agent's trace
+// budget refills, a bounded number of times within the request's bound,
+// and gives up at once on anything else.
+func TestTraceRetry(t *testing.T) {
+	busy := &peers.AnswerError{Status: http.StatusTooManyRequests, RetryAfter: 16 * time.Second}
+	for _, c := range []struct {
+		name string
+		err  error
+		try  int
+		left time.Duration
+		wait time.Duration
+	}{
+		{"busy, time left", busy, 1, 2 * time.Minute, 16 * time.Second},
+		{"busy, last try", busy, maxTraceTries, 2 * time.Minute, 0},
+		{"busy, no time left", busy, 1, 20 * time.Second, 0},
+		{"busy, no Retry-After", &peers.AnswerError{Status: http.StatusTooManyRequests}, 1, 2 * time.Minute, 0},
+		{"busy for an hour", &peers.AnswerError{Status: http.StatusTooManyRequests, RetryAfter: time.Hour}, 1, 2 * time.Hour, 0},
+		{"not found", &peers.AnswerError{Status: http.StatusNotFound, RetryAfter: time.Second}, 1, 2 * time.Minute, 0},
+		{"a dial error", errors.New("connection refused"), 1, 2 * time.Minute, 0},
+	} {
+		wait, ok := traceRetry(fmt.Errorf("wrapped: %w", c.err), c.try, c.left)
+		if wait != c.wait || ok != (c.wait > 0) {
+			t.Errorf("%s: wait %v %v, want %v", c.name, wait, ok, c.wait)
+		}
 	}
 }
