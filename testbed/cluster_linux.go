@@ -229,12 +229,31 @@ func (c *Cluster) KubectlStdin(ctx context.Context, stdin []byte, args ...string
 	return c.kubectlIn(ctx, stdin, args...)
 }
 
+// KubectlPlugin runs a kubectl plugin through the pinned kubectl, as the
+// cluster's admin (KUBECONFIG: kubectl hands a plugin none of its own
+// flags), with pluginDir first on PATH: `kubectl prober status` runs
+// pluginDir/kubectl-prober.
+func (c *Cluster) KubectlPlugin(ctx context.Context, pluginDir string, args ...string) (string, error) {
+	cmd, err := c.Fabric.Command(ctx, lab.ControlPlaneName, filepath.Join(c.spec.KubeDir, "kubectl"), args...)
+	if err != nil {
+		return "", err
+	}
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.adminKubeconfig(), "PATH="+pluginDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return c.runKubectl(cmd, nil, args)
+}
+
 func (c *Cluster) kubectlIn(ctx context.Context, stdin []byte, args ...string) (string, error) {
 	argv := append([]string{"--kubeconfig", c.adminKubeconfig(), "--request-timeout=20s"}, args...)
 	cmd, err := c.Fabric.Command(ctx, lab.ControlPlaneName, filepath.Join(c.spec.KubeDir, "kubectl"), argv...)
 	if err != nil {
 		return "", err
 	}
+	return c.runKubectl(cmd, stdin, args)
+}
+
+// runKubectl runs a kubectl cmd made by Fabric.Command and returns its
+// output (stdout then stderr), its error naming args and saying stderr.
+func (c *Cluster) runKubectl(cmd *exec.Cmd, stdin []byte, args []string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if stdin != nil {
@@ -244,7 +263,7 @@ func (c *Cluster) kubectlIn(ctx context.Context, stdin []byte, args ...string) (
 	if err := lab.Start(cmd); err != nil {
 		return "", err
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	out := stdout.String() + stderr.String()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

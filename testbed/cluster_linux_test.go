@@ -32,6 +32,8 @@ type clusterRun struct {
 	c      *testbed.Cluster
 	matrix testbed.MatrixClient
 	keys   map[string]string // pull keys by node agent (pullKey)
+	// plugins holds prober as kubectl-prober (KubectlPlugin).
+	plugins string
 	// failed is what the phases failed on, said again as TestCluster
 	// ends: a CI log shows its last lines, far from a phase's own.
 	failed []string
@@ -131,7 +133,7 @@ func TestCluster(t *testing.T) {
 		}
 	}
 	t.Logf("every prober pod Ready %v after kubectl apply", time.Since(applied).Round(time.Second))
-	r := &clusterRun{t: t, c: c, matrix: testbed.MatrixClient{Client: c.HTTPClient(5 * time.Second)}}
+	r := &clusterRun{t: t, c: c, matrix: testbed.MatrixClient{Client: c.HTTPClient(5 * time.Second)}, plugins: pluginDir(t, dir, bin["prober"])}
 	defer func() {
 		for _, f := range r.failed {
 			t.Logf("failed: %s", f)

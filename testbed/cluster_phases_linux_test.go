@@ -163,7 +163,9 @@ func (r *clusterRun) seed004(ctx context.Context, t *testing.T, prom *testbed.Pr
 		r.fatalf(t, "%s not named alone within 60 s (named after %v, alone after %v): %s", spine, named, alone, describe(d))
 	}
 	r.checkDashboards(ctx, t, prom, spine)
+	r.kubectlPlugin(ctx, t, spine)
 	r.clear(ctx, t)
+	r.kubectlTraceAndPage(ctx, t)
 }
 
 // checkDashboards asks the real Prometheus every dashboard panel's and
