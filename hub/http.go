@@ -139,7 +139,6 @@ func (h *Hub) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
-// matrixView is the snapshot plus the pulls behind it, at this round.
 // nodeMatrix is MatrixPath?node=: the agents running on that node (the
 // plan says which), the group cells from or to their groups and the pairs
 // from or to them, without the pulls: small at any cluster size, for
@@ -182,6 +181,7 @@ func (h *Hub) nodeMatrix(node string) api.Snapshot {
 	return s
 }
 
+// matrixView is the snapshot plus the pulls behind it, at this round.
 func (h *Hub) matrixView() matrixView {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -10,4 +10,8 @@
 // 003: a monitor's own requests once overloaded an API server). Informer
 // handlers only signal a change; changes are coalesced and turned into a
 // sorted, deterministic []Peer snapshot built from the informers' caches.
+//
+// It also holds the one way an operator's tools reach the matrix from
+// outside the cluster: DialMatrix, a port-forward to the matrix pod with
+// the user's kubeconfig (kubectl prober).
 package peers
