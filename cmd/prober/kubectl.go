@@ -39,14 +39,6 @@ matrix, small at any cluster size.
 Run 'kubectl prober <command> -h' for its flags.
 `
 
-// kubectlCommands are the plugin's commands.
-var kubectlCommands = map[string]func(ctx context.Context, kc kubectlContext, args []string) int{
-	"status": kubectlStatus,
-	"who":    kubectlWho,
-	"trace":  kubectlTrace,
-	"page":   kubectlPage,
-}
-
 // kubectlContext is what every command of the plugin has.
 type kubectlContext struct {
 	name           string
@@ -84,8 +76,17 @@ func runKubectl(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprint(stdout, kubectlUsage)
 		return exitOK
 	}
-	run, ok := kubectlCommands[args[0]]
-	if !ok {
+	var run func(ctx context.Context, kc kubectlContext, args []string) int
+	switch args[0] {
+	case "status":
+		run = kubectlStatus
+	case "who":
+		run = kubectlWho
+	case "trace":
+		run = kubectlTrace
+	case "page":
+		run = kubectlPage
+	default:
 		fmt.Fprintf(stderr, "kubectl prober: unknown command %q\n\n%s", args[0], kubectlUsage)
 		return exitUsage
 	}
