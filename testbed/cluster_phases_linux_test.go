@@ -103,6 +103,22 @@ subjects:
 // spines where no trace of theirs shows, and before the nodes' own
 // flows have lost enough to tell which spine, a family may say the
 // tier. Once the culprit is named, its tier must go (seed004's alone).
+// evidence says what a suspect was named on: its counts and its example
+// flows (pair, path class, protocol, family, probes, traced hops), so a
+// CI log's tail shows which flows put an innocent on the list.
+func evidence(s matrix.Suspect) string {
+	e := s.Evidence
+	var b strings.Builder
+	fmt.Fprintf(&b, "stage %s, %.0f of %.0f probes lost, %d lossy and %d clean flows, links %v", e.Stage, e.LostProbes, e.SentProbes, e.LossyFlows, e.CleanFlows, e.Links)
+	for i, ex := range e.Examples {
+		if i == 6 {
+			break
+		}
+		fmt.Fprintf(&b, "\n    %s -> %s %s %s %s sport %d: lost %d of %d, hops %v", ex.Source, ex.Target, ex.Path, ex.Protocol, ex.Family, ex.SourcePort, ex.Lost, ex.Sent, ex.Hops)
+	}
+	return b.String()
+}
+
 func innocent(s matrix.Suspect, culprit, tier string) bool {
 	switch s.Kind {
 	case matrix.KindDevice:
@@ -137,7 +153,7 @@ func (r *clusterRun) seed004(ctx context.Context, t *testing.T, prom *testbed.Pr
 		others := 0
 		for _, s := range d.Listed() {
 			if innocent(s, spine, "spine") || alone > 0 && s.Kind == matrix.KindTier {
-				r.fatalf(t, "%v after %s: an innocent suspect scores %.2f: %s", time.Since(start).Round(time.Second), fault, s.Score, describe(d))
+				r.fatalf(t, "%v after %s: an innocent suspect scores %.2f: %s\n  its evidence: %s", time.Since(start).Round(time.Second), fault, s.Score, describe(d), evidence(s))
 			}
 			if s.Kind == matrix.KindTier && !tierSaid {
 				tierSaid = true
