@@ -37,7 +37,7 @@ func (c *Cluster) prepare(ctx context.Context) error {
 	}
 	local := fmt.Sprintf("https://127.0.0.1:%d", lab.APIServerPort)
 	for _, k := range []struct{ file, user string }{
-		{c.adminKubeconfig(), clusterAdminUser},
+		{c.AdminKubeconfig(), clusterAdminUser},
 		{c.path("kube-controller-manager.kubeconfig"), "system:kube-controller-manager"},
 		{c.path("kube-scheduler.kubeconfig"), "system:kube-scheduler"},
 	} {

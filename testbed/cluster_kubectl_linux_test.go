@@ -77,7 +77,7 @@ func (r *clusterRun) kubectlPage(ctx context.Context, t *testing.T) {
 	t.Helper()
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd, err := r.c.Fabric.Command(pctx, lab.ControlPlaneName, filepath.Join(r.plugins, "kubectl-prober"), "page", "--kubeconfig", filepath.Join(r.c.Dir, "admin.kubeconfig"))
+	cmd, err := r.c.Fabric.Command(pctx, lab.ControlPlaneName, filepath.Join(r.plugins, "kubectl-prober"), "page", "--kubeconfig", r.c.AdminKubeconfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -238,12 +238,12 @@ func (c *Cluster) KubectlPlugin(ctx context.Context, pluginDir string, args ...s
 	if err != nil {
 		return "", err
 	}
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.adminKubeconfig(), "PATH="+pluginDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.AdminKubeconfig(), "PATH="+pluginDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	return c.runKubectl(cmd, nil, args)
 }
 
 func (c *Cluster) kubectlIn(ctx context.Context, stdin []byte, args ...string) (string, error) {
-	argv := append([]string{"--kubeconfig", c.adminKubeconfig(), "--request-timeout=20s"}, args...)
+	argv := append([]string{"--kubeconfig", c.AdminKubeconfig(), "--request-timeout=20s"}, args...)
 	cmd, err := c.Fabric.Command(ctx, lab.ControlPlaneName, filepath.Join(c.spec.KubeDir, "kubectl"), argv...)
 	if err != nil {
 		return "", err
@@ -272,9 +272,9 @@ func (c *Cluster) runKubectl(cmd *exec.Cmd, stdin []byte, args []string) (string
 	return out, err
 }
 
-// adminKubeconfig is the admin's kubeconfig, for the control plane's
+// AdminKubeconfig is the admin's kubeconfig, for the control plane's
 // namespace (the API server on its loopback).
-func (c *Cluster) adminKubeconfig() string { return filepath.Join(c.Dir, "admin.kubeconfig") }
+func (c *Cluster) AdminKubeconfig() string { return filepath.Join(c.Dir, "admin.kubeconfig") }
 
 // perFamily is the IPv4 value and, on a dual-stack cluster, the IPv6
 // one, IPv4 first.
