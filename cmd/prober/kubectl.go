@@ -288,8 +288,10 @@ func kubectlWho(ctx context.Context, kc kubectlContext, args []string) int {
 }
 
 // maxTraceTries bounds how often trace asks while the matrix answers
-// that the agent's trace budget is spent.
-const maxTraceTries = 4
+// that the agent's trace budget is spent; the request's 2-minute bound
+// is the real limit. On the cluster the agent's own traces kept
+// spending the budget it refilled: 4 tries (36 s) were not enough.
+const maxTraceTries = 10
 
 // traceRetry is how long to wait before asking for a trace again after
 // err, the try-th answer, with left of the request's bound: the agent's
