@@ -67,7 +67,7 @@ func fabricSuspects(r *round, e *estimator, s *selector, th *Thresholds, ruleHos
 			out = append(out, deviceCandidate(r, e, th, d, KindLB, in, o, claimed))
 		}
 	}
-	s.bg, s.disputes = th.Healthy, nil
+	s.bg, s.alpha, s.disputes = th.Healthy, th.Alpha, nil
 	s.hypotheses(r, e, bad, ruleHosts, th)
 	if len(s.hs) == 0 {
 		return out

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -191,5 +192,51 @@ func TestDeviceBesideItsLink(t *testing.T) {
 	}
 	if innocent > 1 {
 		t.Errorf("%d innocents listed over 6 seeds, want at most 1", innocent)
+	}
+}
+
+// TestSiblingOnFewProbes: a lossy spine on TestCluster's shape (2 racks
+// of 2 nodes, 2 spines) in the window a fault begins, when each flow has
+// lost a probe or two: a flow whose forward path crosses the clean spine
+// loses on its reply's path through the lossy one, which no trace shows,
+// and the per-link fit put that loss on the clean spine's links. The
+// lossy spine was never weighed, and the clean spine's links were listed
+// alone (seed 004 on the cluster, 12 s after the fault). Now the lossy
+// spine is weighed as a rival of what the selector names first, and a
+// suspect that it explains about as well (within what naming the first
+// needs) is named tied with it. Over these 200 rounds the innocents
+// listed untied fell from 16 to 0, and the spine was named in 111
+// rounds, not 102.
+func TestSiblingOnFewProbes(t *testing.T) {
+	t.Parallel()
+	innocent, named := 0, 0
+	for _, loss := range []float64{0.02, 0.05} {
+		cfg := matrixsim.Config{Racks: 2, NodesPerRack: 2, Spines: 2, FlowsPerTarget: 8, ProbesPerFlow: 10, SilentHop: 0.1, Background: 1e-5}
+		fab, err := matrixsim.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ft := matrixsim.Fault{Kind: matrixsim.SpineLoss, Spine: 0, Loss: loss}
+		kind, name := fab.Truth(ft)
+		culprit := matrix.Ref{Kind: kind, Name: name}
+		for seed := range uint64(100) {
+			for _, s := range localize(t, fab, ft, seed, nil).Listed() {
+				ofSpine := func(r matrix.Ref) bool {
+					return r == culprit || r.Kind == matrix.KindLink && slices.Contains(strings.Split(r.Name, "->"), name)
+				}
+				switch {
+				case s.Kind == kind && s.Name == name:
+					named++
+				case ofSpine(matrix.Ref{Kind: s.Kind, Name: s.Name}), slices.ContainsFunc(s.Evidence.Ties, ofSpine), s.Kind == matrix.KindTier && s.Name == "spine":
+				default:
+					innocent++
+					t.Logf("loss %.2f seed %d: %s %s listed at %.2f: %s", loss, seed, s.Kind, s.Name, s.Score, s.Evidence.Detail)
+				}
+			}
+		}
+	}
+	t.Logf("%s named in %d of 200 rounds, %d innocents listed", "spine1", named, innocent)
+	if innocent > 2 {
+		t.Errorf("%d innocents listed untied with the lossy spine over 200 rounds, want at most 2", innocent)
 	}
 }

@@ -58,8 +58,20 @@ import (
 // the way back, so in and out are told apart by a few flows at most: the
 // link is named alone only when it explains the loss better by what a
 // second fault needs, as a NIC or a cable fails both ways.
+//
+// The first chosen also ties with its siblings, what sits in its place
+// on the other paths between two switches (the other spines, their
+// links), when one gains within the first's threshold of it and nothing
+// once it is chosen. A reply's path is the one thing no trace shows: on
+// few flows, a lossy spine's loss on the replies of flows whose forward
+// path crosses the other spine reads as the other spine's, by a few
+// nats. The switches on lossy flows' reply paths are weighed for this
+// even where the per-link fit found none of their links lossy, as
+// rivals only: named on their own they would take a large fault's
+// residue.
 type selector struct {
-	bg float64 // every path's loss rate: Thresholds.Healthy
+	bg    float64 // every path's loss rate: Thresholds.Healthy
+	alpha float64 // Thresholds.Alpha
 	// spread is the prior share of flows whose replies take a path of
 	// their mixture per probe rather than per flow (replySpread).
 	spread float64
@@ -119,6 +131,7 @@ type hypo struct {
 
 	lossy, clean int32 // flows whose forward or access links cross it
 	chosen       bool
+	rival        bool    // weighed only as the first chosen's rival
 	tieOf        int32   // the chosen hypothesis it ties with, or -1
 	lost, sent   float64 // attributed lost probes, probes through it
 }
@@ -186,6 +199,31 @@ func (s *selector) hypotheses(r *round, e *estimator, bad []bool, hosts []int32,
 		addLink(int32(l))
 		addDev(lk.from)
 		addDev(lk.to)
+	}
+	// The switches a lossy flow's reply may cross, as rivals of the
+	// first chosen: the per-link fit weighs a reply's path by its share
+	// and a forward link in full, so where few flows crossed the lossy
+	// spine forward, its loss on replies lands on the other spine's
+	// links, and the lossy spine would never be weighed.
+	mixSeen := map[int32]bool{}
+	for _, fi := range e.lossy {
+		f := &r.flows[fi]
+		if !slices.ContainsFunc(r.flowLinks[f.linkStart:f.linkEnd], func(l int32) bool { return bad[l] }) {
+			continue
+		}
+		rev := e.reverse(r, f.src, f.dst)
+		if rev.mix < 0 || mixSeen[rev.mix] {
+			continue
+		}
+		mixSeen[rev.mix] = true
+		for _, l := range r.mixes[rev.mix].links {
+			for _, d := range [...]int32{r.links[l].from, r.links[l].to} {
+				if r.isSwitch(d) && s.devHypo[d] < 0 && !r.devLB[d] {
+					addDev(d)
+					s.hs[s.devHypo[d]].rival = true
+				}
+			}
+		}
 	}
 	// A rule's host is weighed only on its own links (hostLinkHypo):
 	// links to its pods alone, all a silent fabric shows of a node,
@@ -277,7 +315,7 @@ func (s *selector) choose(r *round, th *Thresholds, minGain float64) {
 		s.slopes(slope)
 		order = order[:0]
 		for h := range nh {
-			if !s.hs[h].chosen && s.hs[h].tieOf < 0 && slope[h] > 0 {
+			if !s.hs[h].chosen && !s.hs[h].rival && s.hs[h].tieOf < 0 && slope[h] > 0 {
 				order = append(order, int32(h))
 			}
 		}
@@ -320,6 +358,10 @@ func (s *selector) choose(r *round, th *Thresholds, minGain float64) {
 			}
 		}
 		i := slices.Index(order, best)
+		var rivals []int32
+		if len(chosen) == 0 {
+			rivals = s.rivals(r, best, gains[i]-minGain, order, gains)
+		}
 		s.q[best] = qs[i]
 		lost, sent := s.attribute(best)
 		// Not significant, or too small beside what is chosen to score
@@ -350,12 +392,109 @@ func (s *selector) choose(r *round, th *Thresholds, minGain float64) {
 				s.hs[h].tieOf = best
 			}
 		}
+		// So does the first's place on another path, within a wider
+		// margin: on few flows a lossy spine's loss on replies, whose
+		// path no trace shows, reads as the other spine's. (A further
+		// fault is twice as sure already.)
+		for _, h := range rivals {
+			if s.hs[h].tieOf < 0 && !s.hs[h].chosen {
+				if _, g := s.solve(h); g < minGain {
+					s.hs[h].tieOf = best
+				}
+			}
+		}
 	}
 	if len(chosen) > 1 { // refit moved the rates
 		for _, h := range chosen {
 			s.hs[h].lost, s.hs[h].sent = s.attribute(h)
 		}
 	}
+}
+
+// rivals lists the siblings of best that gain more than floor with
+// nothing chosen.
+func (s *selector) rivals(r *round, best int32, floor float64, order []int32, gains []float64) []int32 {
+	var out []int32
+	for _, h := range s.siblings(r, best) {
+		g := 0.0
+		if i := slices.Index(order, h); i >= 0 {
+			g = gains[i]
+		} else {
+			_, g = s.solve(h)
+		}
+		if g > floor {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// siblings lists the hypotheses in best's place on the other paths
+// between two switches: for a device in the middle of a mixture's path,
+// the devices at its position on the other paths of that length; for a
+// link, the links there and the switches at their ends.
+func (s *selector) siblings(r *round, best int32) []int32 {
+	hy := &s.hs[best]
+	if hy.kind != KindDevice && hy.kind != KindLink {
+		return nil
+	}
+	var out []int32
+	add := func(h int32) {
+		if h >= 0 && h != best && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	addDev := func(d int32) {
+		// Not a link's own end: the tie rule weighs those.
+		if hy.kind != KindLink || d != r.links[hy.id].from && d != r.links[hy.id].to {
+			add(s.devHypo[d])
+		}
+	}
+	for mi := range r.mixes {
+		mx := &r.mixes[mi]
+		// Find best's position on one of the mixture's paths.
+		pos, plen := -1, 0
+		start := int32(0)
+		for _, end := range mx.ends {
+			mid := mx.links[start:end]
+			start = end
+			for i, l := range mid {
+				if hy.kind == KindLink && l == hy.id || hy.kind == KindDevice && i > 0 && r.links[l].from == hy.id {
+					pos, plen = i, len(mid)
+				}
+			}
+			if pos >= 0 {
+				break
+			}
+		}
+		if pos < 0 {
+			continue
+		}
+		start = 0
+		for _, end := range mx.ends {
+			mid := mx.links[start:end]
+			start = end
+			if len(mid) != plen {
+				continue
+			}
+			if hy.kind == KindLink {
+				// A link's own, and the switches at its ends'.
+				if mid[pos] == hy.id {
+					continue
+				}
+				add(s.linkHypo[mid[pos]])
+				if pos > 0 {
+					addDev(r.links[mid[pos]].from)
+				}
+				if pos+1 < len(mid) {
+					addDev(r.links[mid[pos+1]].from)
+				}
+			} else {
+				addDev(r.links[mid[pos]].from)
+			}
+		}
+	}
+	return out
 }
 
 // nearChosen reports whether hypothesis h, a device or a link, meets a
