@@ -13,6 +13,8 @@ import (
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 	"sigs.k8s.io/yaml"
+
+	"github.com/netprober/prober/config"
 )
 
 var update = flag.Bool("update", false, "rewrite ../deploy/daemonset.yaml from the chart (go generate ./charts)")
@@ -150,7 +152,7 @@ func TestValuesFiles(t *testing.T) {
 	}{
 		{file: "defaults.yaml",
 			has:  []string{"DaemonSet/prober-node", "DaemonSet/prober-pod", "Deployment/prober-matrix", "Service/prober-matrix", "ClusterRole/prober-matrix"},
-			lack: []string{"Namespace/prober", "PodMonitor/prober-agents", "ServiceMonitor/prober-matrix", "PrometheusRule/prober", "ConfigMap/prober-dashboards", "NetworkPolicy/prober-matrix"}},
+			lack: []string{"Namespace/prober", "ClusterRole/prober-matrix-node-conditions", "PodMonitor/prober-agents", "ServiceMonitor/prober-matrix", "PrometheusRule/prober", "ConfigMap/prober-dashboards", "NetworkPolicy/prober-matrix"}},
 		{file: "operator.yaml",
 			has: []string{"PodMonitor/prober-agents", "ServiceMonitor/prober-matrix", "PrometheusRule/prober", "ConfigMap/prober-dashboards", "NetworkPolicy/prober-matrix", "NetworkPolicy/prober-pod-agents"},
 			check: func(t *testing.T, objs map[string]object) {
@@ -177,6 +179,16 @@ func TestValuesFiles(t *testing.T) {
 				t.Errorf("matrix.yaml lacks apiServerLB:\n%s", m)
 			}
 		}},
+		{file: "node-conditions.yaml", has: []string{"ClusterRole/prober-matrix-node-conditions", "ClusterRoleBinding/prober-matrix-node-conditions"},
+			check: func(t *testing.T, objs map[string]object) {
+				m, err := config.ParseMatrix("matrix.yaml", []byte(objs["ConfigMap/prober-matrix"].Data["matrix.yaml"]))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !m.Kubernetes.WritesNodeConditions() || m.Kubernetes.NodeConditions.WritesPerMinute != 4 {
+					t.Errorf("matrix.yaml's nodeConditions: %+v, want enabled at the values' 4 a minute", m.Kubernetes.NodeConditions)
+				}
+			}},
 		{file: "no-pod-agents.yaml", lack: []string{"DaemonSet/prober-pod"}, has: []string{"DaemonSet/prober-node"},
 			check: func(t *testing.T, objs map[string]object) {
 				ds := objs["DaemonSet/prober-node"]
@@ -236,6 +248,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"a URL for a host name", "matrix: {hosts: [\"http://m.example.com:9809\"]}", "hosts"},
 		{"NetworkPolicies without node CIDRs", "networkPolicy: {enabled: true}", "nodeCIDRs"},
 		{"a CPU quantity", "nodeAgent: {resources: {limits: {cpu: lots}}}", "cpu"},
+		{"no writes a minute", "matrix: {nodeConditions: {enabled: true, writesPerMinute: 0}}", "writesPerMinute"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var v map[string]any

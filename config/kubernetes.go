@@ -79,6 +79,33 @@ type Kubernetes struct {
 	// DNS is the cluster DNS every agent asks: its Service's VIP and
 	// each of its endpoints. Matrix only.
 	DNS *ClusterDNS `json:"dns,omitempty"`
+	// NodeConditions has the matrix write what it finds onto the
+	// cluster: a condition on a Node whose host is a listed suspect and
+	// Events on it and on a Service a suspect names (docs/kubernetes.md).
+	// Off unless enabled: it needs write access the matrix otherwise
+	// lacks. Matrix only.
+	NodeConditions *NodeConditions `json:"nodeConditions,omitempty"`
+}
+
+// NodeConditions configures the matrix's writes to the API server.
+type NodeConditions struct {
+	Enabled bool `json:"enabled,omitempty"`
+	// WritesPerMinute bounds the condition patches and Events together,
+	// in any minute, whatever the cluster's size: a monitor must never
+	// become the API server's load. Default 6.
+	WritesPerMinute int `json:"writesPerMinute,omitempty"`
+}
+
+// DefaultWritesPerMinute is nodeConditions.writesPerMinute's default.
+const DefaultWritesPerMinute = 6
+
+// maxWritesPerMinute bounds nodeConditions.writesPerMinute.
+const maxWritesPerMinute = 120
+
+// WritesNodeConditions reports whether the matrix writes Node conditions
+// and Events.
+func (k *Kubernetes) WritesNodeConditions() bool {
+	return k != nil && k.NodeConditions != nil && k.NodeConditions.Enabled
 }
 
 // ClusterDNS is the cluster DNS discovery plans for every agent.
@@ -173,6 +200,9 @@ func (k *Kubernetes) SetDefaults() {
 	if k.DNS.Query == "" {
 		k.DNS.Query = probe.DefaultDNSQuery
 	}
+	if k.NodeConditions != nil && k.NodeConditions.WritesPerMinute == 0 {
+		k.NodeConditions.WritesPerMinute = DefaultWritesPerMinute
+	}
 }
 
 // MatrixURL is the matrix's base URL for an agent: kubernetes.matrix,
@@ -264,6 +294,7 @@ func (k *Kubernetes) validateAgent(bad func(field, format string, args ...any)) 
 		{"apiServerLB", k.APIServerLB != ""}, {"agentPort", k.AgentPort != 0},
 		{"agentAuth", k.AgentAuth != ""}, {"agentServiceAccount", k.AgentServiceAccount != ""},
 		{"pullKeySecretFile", k.PullKeySecretFile != ""}, {"dns", k.DNS != nil},
+		{"nodeConditions", k.NodeConditions != nil},
 	} {
 		if f.set {
 			bad("kubernetes."+f.name, "the matrix's setting: agents read no API and plan nothing; move it to the matrix config (docs/kubernetes.md)")
@@ -313,6 +344,9 @@ func (k *Kubernetes) validateMatrix(bad func(field, format string, args ...any))
 		if _, err := probe.CheckDNSName(d.Query); err != nil {
 			bad("kubernetes.dns.query", "%v", err)
 		}
+	}
+	if nc := k.NodeConditions; nc != nil && (nc.WritesPerMinute < 1 || nc.WritesPerMinute > maxWritesPerMinute) {
+		bad("kubernetes.nodeConditions.writesPerMinute", "%d not in 1..%d: a bound on the matrix's writes to the API server", nc.WritesPerMinute, maxWritesPerMinute)
 	}
 }
 

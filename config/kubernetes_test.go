@@ -136,3 +136,41 @@ func TestPullKeySecretFile(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeConditionsSettings: off unless enabled, a default bound on the
+// writes, bounds refused with their field, and the matrix's alone.
+func TestNodeConditionsSettings(t *testing.T) {
+	t.Parallel()
+	const head = "listen: 198.18.1.11:9809\ndiscovery: kubernetes\n"
+	m, err := ParseMatrix("m.yaml", []byte(head))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Kubernetes.WritesNodeConditions() {
+		t.Error("writes Node conditions with no nodeConditions block")
+	}
+	m, err = ParseMatrix("m.yaml", []byte(head+"kubernetes: {nodeConditions: {enabled: true}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Kubernetes.WritesNodeConditions() || m.Kubernetes.NodeConditions.WritesPerMinute != DefaultWritesPerMinute {
+		t.Errorf("enabled: %+v", m.Kubernetes.NodeConditions)
+	}
+	m, err = ParseMatrix("m.yaml", []byte(head+"kubernetes: {nodeConditions: {enabled: false, writesPerMinute: 3}}\n"))
+	if err != nil || m.Kubernetes.WritesNodeConditions() {
+		t.Errorf("enabled: false: %v, writes %v", err, m != nil && m.Kubernetes.WritesNodeConditions())
+	}
+	for _, tc := range []struct{ name, cfg, want string }{
+		{"no writes", head + "kubernetes: {nodeConditions: {enabled: true, writesPerMinute: -1}}", "kubernetes.nodeConditions.writesPerMinute: -1 not in 1..120"},
+		{"too many", head + "kubernetes: {nodeConditions: {enabled: true, writesPerMinute: 1000}}", "kubernetes.nodeConditions.writesPerMinute: 1000 not in 1..120"},
+		{"a typo", head + "kubernetes: {nodeConditions: {enable: true}}", "enable"},
+	} {
+		if _, err := ParseMatrix("m.yaml", []byte(tc.cfg+"\n")); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	_, err = ParseAgent("a.yaml", []byte("class: pod\nlisten: 0.0.0.0:9808\ndiscovery: kubernetes\nkubernetes: {nodeConditions: {enabled: true}}\n"))
+	if err == nil || !strings.Contains(err.Error(), "kubernetes.nodeConditions: the matrix's setting") {
+		t.Errorf("on an agent: %v", err)
+	}
+}

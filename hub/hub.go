@@ -36,6 +36,8 @@ type Hub struct {
 	ln     net.Listener
 	srv    *http.Server
 	now    func() time.Time
+	// diagnosed is Options.Diagnosed.
+	diagnosed func(matrix.Diagnosis)
 
 	mu     sync.Mutex
 	m      *matrix.Matrix
@@ -80,6 +82,9 @@ type Options struct {
 	// with which the matrix verifies the agents' tokens (discovery:
 	// kubernetes with agentAuth: token; peers.Discovery.SigningKeys).
 	SigningKeys func(context.Context) (*auth.Keys, error)
+	// Diagnosed, when set, is handed each round's diagnosis, outside the
+	// hub's lock; it must not block (peers.Reporter.Observe).
+	Diagnosed func(matrix.Diagnosis)
 }
 
 // Check runs every check of cfg that New runs before it opens anything:
@@ -131,6 +136,7 @@ func New(cfg *config.Matrix, logger *slog.Logger, opts Options) (*Hub, error) {
 		}
 		h.auth = newAgentAuth(keys, cfg.Kubernetes.Namespace, cfg.Kubernetes.AgentServiceAccount, secret)
 	}
+	h.diagnosed = opts.Diagnosed
 	h.diag.Suspects = []matrix.Suspect{}
 	h.fabric = h.m.Fabric()
 	h.agents = slices.Clone(cfg.Agents)
@@ -255,6 +261,9 @@ func (h *Hub) Round(ctx context.Context) {
 	h.mu.Unlock()
 	h.setRacks(racks)
 	h.logChanges(prev, h.diag)
+	if h.diagnosed != nil {
+		h.diagnosed(h.Diagnosis())
+	}
 	h.met.rounds.Inc()
 	h.met.roundSeconds.Observe(time.Since(start).Seconds())
 }

@@ -28,7 +28,7 @@ func runMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitOK
 	}
 	log := newLogger(cfg.Log, cc.level, stderr)
-	d, err := newMatrixDiscovery(cfg, log)
+	d, rep, err := newMatrixDiscovery(cfg, log)
 	if err != nil {
 		log.Error("matrix start", "err", err)
 		return exitRuntime
@@ -37,12 +37,15 @@ func runMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if d != nil {
 		opts.SigningKeys = d.SigningKeys
 	}
+	if rep != nil {
+		opts.Diagnosed = rep.Observe
+	}
 	h, err := hub.New(cfg, log, opts)
 	if err != nil {
 		log.Error("matrix start", "err", err)
 		return exitRuntime
 	}
-	if err := runMatrixWithDiscovery(ctx, h, d, log); err != nil {
+	if err := runMatrixWithDiscovery(ctx, h, d, rep, log); err != nil {
 		log.Error("matrix", "err", err)
 		return exitRuntime
 	}

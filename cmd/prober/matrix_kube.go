@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"golang.org/x/sync/errgroup"
 
@@ -17,31 +18,46 @@ import (
 // for static agents. The matrix is prober's only API client: it watches
 // Nodes, the agents' Pods, Services and the probed Services'
 // EndpointSlices, and plans who probes whom.
-func newMatrixDiscovery(cfg *config.Matrix, log *slog.Logger) (*peers.Discovery, error) {
+// With kubernetes.nodeConditions, the reporter that writes them (nil
+// otherwise).
+func newMatrixDiscovery(cfg *config.Matrix, log *slog.Logger) (*peers.Discovery, *peers.Reporter, error) {
 	if !cfg.KubernetesDiscovery() {
-		return nil, nil
+		return nil, nil, nil
 	}
 	k := cfg.Kubernetes
 	client, err := peers.NewClient(k.Kubeconfig, buildinfo.UserAgent("matrix"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return peers.New(client, peers.MatrixConfig(k), log)
+	d, err := peers.New(client, peers.MatrixConfig(k), log)
+	if err != nil || !k.WritesNodeConditions() {
+		return d, nil, err
+	}
+	host, _ := os.Hostname() // a pod's name
+	rep := peers.NewReporter(client, peers.ReporterConfig{WritesPerMinute: k.NodeConditions.WritesPerMinute, Instance: host}, log)
+	return d, rep, nil
 }
 
 // runMatrixWithDiscovery runs the hub; with discovery, each snapshot
-// replaces the plan and the agents it pulls.
-func runMatrixWithDiscovery(ctx context.Context, h *hub.Hub, d *peers.Discovery, log *slog.Logger) error {
+// replaces the plan and the agents it pulls, and tells rep (when set)
+// which peers are Nodes.
+func runMatrixWithDiscovery(ctx context.Context, h *hub.Hub, d *peers.Discovery, rep *peers.Reporter, log *slog.Logger) error {
 	if d == nil {
 		return h.Run(ctx)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return h.Run(gctx) })
+	if rep != nil {
+		g.Go(func() error { return rep.Run(gctx) })
+	}
 	g.Go(func() error {
 		err := d.Run(gctx, func(ps []peers.Peer) {
 			plan, agents := peers.Plan(ps)
 			log.Info("peers from discovery", "peers", len(ps), "agents", len(agents))
 			h.SetPeers(plan, agents)
+			if rep != nil {
+				rep.SetPeers(ps)
+			}
 		})
 		if gctx.Err() != nil {
 			return nil // shutting down, not a discovery failure
