@@ -172,3 +172,46 @@ func TestTraceFlowsWire(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceReserve: periodic re-traces leave the widest target's flows
+// in the bucket (at most half the budget) for a trace on demand; traces
+// of new flows and of flows that lost a probe do not.
+func TestTraceReserve(t *testing.T) {
+	t.Parallel()
+	a, now := requestAgent(t, 8, 5) // widest target: 6 flows; reserve min(6, 8/2) = 4
+	p := a.paths
+	p.cfg.Interval = time.Minute
+	for k, tg := range a.targets {
+		for _, sport := range tg.ports {
+			p.flows[flowKey{k, sport}] = &flowPath{addr: tg.Addr, tracedAt: now.Add(-10 * time.Minute)}
+		}
+	}
+	count := func() (periodic, others, reserve int) {
+		jobs, reserve := p.due(now)
+		for _, j := range jobs {
+			if j.reason == tracePeriodic {
+				periodic++
+			} else {
+				others++
+			}
+		}
+		return periodic, others, reserve
+	}
+	if per, oth, res := count(); per != 1 || oth != 0 || res != 4 {
+		t.Errorf("5 tokens, every flow due a periodic trace: %d periodic, %d others, reserve %d; want 1, 0, 4", per, oth, res)
+	}
+	wide := targetKey{"wide", api.FamilyIPv4}
+	p.lossy[flowKey{wide, 61010}] = true
+	delete(p.flows, flowKey{wide, 61011}) // new
+	if per, oth, _ := count(); per != 0 || oth != 2 {
+		t.Errorf("a lossy and a new flow: %d periodic, %d others; want 0 and 2 (they spend below the reserve, periodic ones wait)", per, oth)
+	}
+	p.tokens = 8
+	if per, oth, _ := count(); per != 2 || oth != 2 {
+		t.Errorf("8 tokens: %d periodic, %d others; want 2 and 2", per, oth)
+	}
+	p.tokens = 0.5
+	if jobs, _ := p.due(now); len(jobs) != 0 {
+		t.Errorf("no whole token: %d jobs", len(jobs))
+	}
+}

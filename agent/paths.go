@@ -173,34 +173,17 @@ func (p *paths) tick(ctx context.Context) {
 	p.a.mu.Lock()
 	p.mu.Lock()
 	p.refill(now)
-	jobs := p.jobs[:0]
-	if n := int(p.tokens); n > 0 {
-		for _, t := range p.a.targets {
-			for _, sport := range t.ports {
-				k := flowKey{t.key(), sport}
-				fp := p.flows[k]
-				job := traceJob{key: k, target: probe.Target{Addr: t.Addr, Port: t.Port}}
-				switch {
-				case fp == nil || fp.addr != t.Addr:
-					job.reason = traceNew
-				case p.lossy[k] && now.Sub(fp.tracedAt) >= lossRetrace:
-					job.reason = traceLoss
-				case now.Sub(fp.tracedAt) >= p.cfg.Interval:
-					job.reason, job.age = tracePeriodic, fp.tracedAt
-				default:
-					continue
-				}
-				jobs = keepFirst(jobs, job, n)
-			}
-		}
-	}
-	p.jobs = jobs
+	jobs, reserve := p.due(now)
 	p.mu.Unlock()
 	p.a.mu.Unlock()
 
 	for _, j := range jobs {
+		need := 1.0
+		if j.reason == tracePeriodic {
+			need += float64(reserve)
+		}
 		p.mu.Lock()
-		ok := p.tokens >= 1
+		ok := p.tokens >= need
 		if ok {
 			p.tokens--
 		}
@@ -210,6 +193,55 @@ func (p *paths) tick(ctx context.Context) {
 		}
 		p.trace(ctx, j)
 	}
+}
+
+// due lists the flows to trace now, in trace order, as many as the
+// bucket holds tokens for: periodic re-traces only from the tokens above
+// reserve, which it returns. A trace on demand has someone waiting for
+// it (kubectl prober trace, the matrix's page) and needs a token for
+// each flow of its target at once; a periodic re-trace can wait for the
+// next token. On the real cluster the agents' re-traces kept the bucket
+// below a target's flows, and an operator's trace waited 32 s. p.a.mu
+// and p.mu are held.
+func (p *paths) due(now time.Time) (jobs []traceJob, reserve int) {
+	jobs = p.jobs[:0]
+	n := int(p.tokens)
+	if n <= 0 {
+		p.jobs = jobs
+		return jobs, 0
+	}
+	widest := 0
+	for _, t := range p.a.targets {
+		widest = max(widest, len(t.ports))
+		for _, sport := range t.ports {
+			k := flowKey{t.key(), sport}
+			fp := p.flows[k]
+			job := traceJob{key: k, target: probe.Target{Addr: t.Addr, Port: t.Port}}
+			switch {
+			case fp == nil || fp.addr != t.Addr:
+				job.reason = traceNew
+			case p.lossy[k] && now.Sub(fp.tracedAt) >= lossRetrace:
+				job.reason = traceLoss
+			case now.Sub(fp.tracedAt) >= p.cfg.Interval:
+				job.reason, job.age = tracePeriodic, fp.tracedAt
+			default:
+				continue
+			}
+			jobs = keepFirst(jobs, job, n)
+		}
+	}
+	reserve = min(widest, p.cfg.BudgetPerMinute/2)
+	others := 0
+	for _, j := range jobs {
+		if j.reason != tracePeriodic {
+			others++
+		}
+	}
+	// Periodic jobs come last: keep those the tokens above the reserve
+	// pay for, after the others.
+	jobs = jobs[:others+max(0, min(len(jobs)-others, n-reserve-others))]
+	p.jobs = jobs
+	return jobs, reserve
 }
 
 // refill adds the tokens earned since the last refill: budgetPerMinute
