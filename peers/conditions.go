@@ -123,6 +123,11 @@ func (r *Reporter) SetPeers(ps []Peer) {
 	}
 	r.mu.Lock()
 	r.nodes = nodes
+	for n := range r.seen { // nodes gone from the cluster
+		if !nodes[n] && r.state[n] != corev1.ConditionTrue {
+			delete(r.seen, n)
+		}
+	}
 	r.mu.Unlock()
 }
 

@@ -115,7 +115,8 @@ func TestCluster(t *testing.T) {
 	rendered, _, err := charts.Render(peerstest.RepoFile(t, "charts/prober"), "prober", "prober", map[string]any{
 		"namespace": map[string]any{"create": true},
 		"image":     map[string]any{"repository": repo, "tag": tag},
-		"matrix":    map[string]any{"apiServerLB": netip.AddrPortFrom(c.Fabric.VIP, lab.APIServerPort).String(), "hops": hops},
+		"matrix": map[string]any{"apiServerLB": netip.AddrPortFrom(c.Fabric.VIP, lab.APIServerPort).String(), "hops": hops,
+			"nodeConditions": map[string]any{"enabled": true}},
 	})
 	if err != nil {
 		t.Fatalf("render charts/prober: %v", err)
@@ -152,6 +153,7 @@ func TestCluster(t *testing.T) {
 	t.Run("healthy", func(t *testing.T) {
 		r.healthy(ctx, t, 3*time.Minute)
 		r.alertsQuiet(ctx, t, prom)
+		r.wroteNothing(ctx, t)
 	})
 	if rss, err := c.RSS(); err == nil {
 		t.Logf("the cluster's processes (daemons, containers) use %d MiB of RSS", rss>>20)
@@ -168,6 +170,7 @@ func TestCluster(t *testing.T) {
 	phase("seed 004: a lossy spine", func(t *testing.T) { r.seed004(ctx, t, prom) })
 	phase("seed 001: the API server's LB forgets established flows", func(t *testing.T) { r.seed001(ctx, t, prom) })
 	phase("seed 002: a Service loses its endpoints", func(t *testing.T) { r.seed002(ctx, t) })
+	phase("a node's NIC drops: its Node condition", func(t *testing.T) { r.hostNIC(ctx, t) })
 	phase("the cluster DNS: a CoreDNS pod drops lookups, the Service loses its endpoints", func(t *testing.T) { r.dns(ctx, t) })
 	phase("a path MTU black hole", func(t *testing.T) { r.pmtu(ctx, t) })
 	phase("churn: a node removed, a prober pod deleted", func(t *testing.T) { r.churn(ctx, t) })

@@ -21,6 +21,7 @@ import (
 	"github.com/netprober/prober/dashboards/dashtest"
 	"github.com/netprober/prober/lab"
 	"github.com/netprober/prober/matrix"
+	"github.com/netprober/prober/peers"
 	"github.com/netprober/prober/peers/peerstest"
 	"github.com/netprober/prober/testbed"
 )
@@ -504,6 +505,13 @@ spec:
 		}
 	})
 	t.Logf("seed 002: %s named %v after its endpoints vanished", svc, time.Since(start).Round(time.Second))
+	// The matrix's Event on the Service (matrix.nodeConditions).
+	for want := "Service/" + svc + " " + peers.ReasonServiceLoss; !slices.Contains(r.matrixEvents(ctx, t), want); sleep(ctx, 2*time.Second) {
+		if time.Since(start) > 2*time.Minute {
+			r.errorf(t, "no Event %q: %v", want, r.matrixEvents(ctx, t))
+			break
+		}
+	}
 	if out, err := r.c.Kubectl(ctx, "-n", "prober", "patch", "service", "web", "-p", `{"spec":{"selector":{"app.kubernetes.io/component":"pod"}}}`); err != nil {
 		r.fatalf(t, "%v\n%s", err, out)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -33,8 +34,8 @@ func newMatrixDiscovery(cfg *config.Matrix, log *slog.Logger) (*peers.Discovery,
 	if err != nil || !k.WritesNodeConditions() {
 		return d, nil, err
 	}
-	host, _ := os.Hostname() // a pod's name
-	rep := peers.NewReporter(client, peers.ReporterConfig{WritesPerMinute: k.NodeConditions.WritesPerMinute, Instance: host}, log)
+	host, _ := os.Hostname() // a pod's name: the Events' reporting instance
+	rep := peers.NewReporter(client, peers.ReporterConfig{WritesPerMinute: k.NodeConditions.WritesPerMinute, Instance: cmp.Or(host, "prober-matrix")}, log)
 	return d, rep, nil
 }
 
