@@ -219,11 +219,11 @@ func TestSiblingOnFewProbes(t *testing.T) {
 		ft := matrixsim.Fault{Kind: matrixsim.SpineLoss, Spine: 0, Loss: loss}
 		kind, name := fab.Truth(ft)
 		culprit := matrix.Ref{Kind: kind, Name: name}
+		ofSpine := func(r matrix.Ref) bool {
+			return r == culprit || r.Kind == matrix.KindLink && slices.Contains(strings.Split(r.Name, "->"), name)
+		}
 		for seed := range uint64(100) {
 			for _, s := range localize(t, fab, ft, seed, nil).Listed() {
-				ofSpine := func(r matrix.Ref) bool {
-					return r == culprit || r.Kind == matrix.KindLink && slices.Contains(strings.Split(r.Name, "->"), name)
-				}
 				switch {
 				case s.Kind == kind && s.Name == name:
 					named++

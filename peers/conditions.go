@@ -242,7 +242,15 @@ type change struct {
 	node, service string
 	status        corev1.ConditionStatus
 	f             finding
-	writes        int
+}
+
+// writes is what c costs against the bound: a condition's patch and its
+// Event, or a Service's Event.
+func (c change) writes() int {
+	if c.node != "" {
+		return 2
+	}
+	return 1
 }
 
 // plan lists the changes due, the surest first: conditions to set,
@@ -251,17 +259,17 @@ func (r *Reporter) plan(now time.Time) []change {
 	var sets, clears, events []change
 	for node, f := range r.listed {
 		if r.state[node] != corev1.ConditionTrue {
-			sets = append(sets, change{node: node, status: corev1.ConditionTrue, f: f, writes: 2})
+			sets = append(sets, change{node: node, status: corev1.ConditionTrue, f: f})
 		}
 	}
 	for node, st := range r.state {
 		if _, ok := r.listed[node]; !ok && st == corev1.ConditionTrue && now.Sub(r.seen[node]) >= r.clearAfter {
-			clears = append(clears, change{node: node, status: corev1.ConditionFalse, writes: 2,
+			clears = append(clears, change{node: node, status: corev1.ConditionFalse,
 				f: finding{reason: ReasonNoProblem, message: "prober: no longer a suspect"}})
 		}
 	}
 	for svc, f := range r.pending {
-		events = append(events, change{service: svc, f: f, writes: 1})
+		events = append(events, change{service: svc, f: f})
 	}
 	bySure := func(a, b change) int {
 		return cmp.Or(cmp.Compare(b.f.score, a.f.score), strings.Compare(a.node+a.service, b.node+b.service))
@@ -279,7 +287,7 @@ func (r *Reporter) reconcile(ctx context.Context) {
 	todo := r.plan(now)
 	held := 0
 	for i, c := range todo {
-		if !r.limit.take(now, c.writes) {
+		if !r.limit.take(now, c.writes()) {
 			held = len(todo) - i
 			todo = todo[:i]
 			break

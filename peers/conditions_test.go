@@ -57,18 +57,21 @@ func TestReporterPlan(t *testing.T) {
 	}})
 	got := r.plan(now)
 	want := []change{
-		{node: "n2", status: corev1.ConditionTrue, writes: 2, f: finding{reason: ReasonDataplaneLoss}},
-		{node: "n1", status: corev1.ConditionTrue, writes: 2, f: finding{reason: ReasonHostLoss}},
-		{service: "default/web", writes: 1, f: finding{reason: ReasonServiceLoss}},
+		{node: "n2", status: corev1.ConditionTrue, f: finding{reason: ReasonDataplaneLoss}},
+		{node: "n1", status: corev1.ConditionTrue, f: finding{reason: ReasonHostLoss}},
+		{service: "default/web", f: finding{reason: ReasonServiceLoss}},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("plan %+v, want %d changes", got, len(want))
 	}
 	for i := range want {
 		g, w := got[i], want[i]
-		if g.node != w.node || g.service != w.service || g.status != w.status || g.writes != w.writes || g.f.reason != w.f.reason {
+		if g.node != w.node || g.service != w.service || g.status != w.status || g.f.reason != w.f.reason {
 			t.Errorf("change %d: %+v, want %+v", i, g, w)
 		}
+	}
+	if got[0].writes() != 2 || got[2].writes() != 1 {
+		t.Errorf("writes: a condition %d, a Service's Event %d; want 2 and 1", got[0].writes(), got[2].writes())
 	}
 	if m := got[1].f.message; m != "prober: its own links lose (score 0.40)" {
 		t.Errorf("message %q", m)

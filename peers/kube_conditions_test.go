@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -231,33 +232,26 @@ func waitCondition(t *testing.T, admin kubernetes.Interface, node string, status
 
 // events lists the matrix's Events about kind/name (any name when
 // empty), oldest first.
-func events(t *testing.T, admin kubernetes.Interface, kind, name string) []eventOf {
+func events(t *testing.T, admin kubernetes.Interface, kind, name string) []eventsv1.Event {
 	t.Helper()
 	list, err := admin.EventsV1().Events("").List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []eventOf
+	var out []eventsv1.Event
 	for _, e := range list.Items {
 		if e.ReportingController == peers.ReportingController && e.Regarding.Kind == kind && (name == "" || e.Regarding.Name == name) {
-			out = append(out, eventOf{Reason: e.Reason, Type: e.Type, Regarding: e.Regarding, ReportingController: e.ReportingController, at: e.EventTime.Time})
+			out = append(out, e)
 		}
 	}
 	return out
 }
 
-type eventOf struct {
-	Reason, Type        string
-	Regarding           corev1.ObjectReference
-	ReportingController string
-	at                  time.Time
-}
-
 // waitEvents waits for the matrix's Events about kind/name to carry
 // reasons, in that order.
-func waitEvents(t *testing.T, admin kubernetes.Interface, kind, name string, reasons ...string) []eventOf {
+func waitEvents(t *testing.T, admin kubernetes.Interface, kind, name string, reasons ...string) []eventsv1.Event {
 	t.Helper()
-	var got []eventOf
+	var got []eventsv1.Event
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		got = events(t, admin, kind, name)
 		var rs []string
