@@ -85,6 +85,10 @@ type Options struct {
 	// Diagnosed, when set, is handed each round's diagnosis, outside the
 	// hub's lock; it must not block (peers.Reporter.Observe).
 	Diagnosed func(matrix.Diagnosis)
+	// KubeWrites, when set, visits the writes the matrix made to the API
+	// server by object and result, and returns the changes its bound
+	// holds back (peers.Reporter.Writes): exported as metrics.
+	KubeWrites func(visit func(object, result string, n uint64)) (held int)
 }
 
 // Check runs every check of cfg that New runs before it opens anything:
@@ -141,6 +145,9 @@ func New(cfg *config.Matrix, logger *slog.Logger, opts Options) (*Hub, error) {
 	h.fabric = h.m.Fabric()
 	h.agents = slices.Clone(cfg.Agents)
 	h.met = newHubMetrics(h.reg, h)
+	if opts.KubeWrites != nil {
+		h.reg.MustRegister(newKubeWritesCollector(opts.KubeWrites))
+	}
 	if h.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}

@@ -235,3 +235,56 @@ func TestSetAgents(t *testing.T) {
 		t.Error("a departed agent is still listed")
 	}
 }
+
+// TestKubeWritesMetrics: the matrix exports its own writes to the API
+// server and what its bound holds back, as the reporter counts them, and
+// nothing of the kind without a reporter.
+func TestKubeWritesMetrics(t *testing.T) {
+	cfg := &config.Matrix{Listen: "127.0.0.1:0", Agents: []string{"http://192.0.2.1:9090"},
+		Interval: config.Duration(time.Second), Timeout: config.Duration(300 * time.Millisecond)}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	held := 3
+	writes := func(visit func(object, result string, n uint64)) int {
+		visit("event", "ok", 5)
+		visit("node_condition", "error", 1)
+		visit("node_condition", "ok", 4)
+		return held
+	}
+	h, err := New(cfg, slog.New(slog.DiscardHandler), Options{KubeWrites: writes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.ln.Close() })
+	want := `
+# HELP prober_matrix_kube_writes_held Changes (a Node's condition, an Event) the writesPerMinute bound holds back now; they wait, surest first.
+# TYPE prober_matrix_kube_writes_held gauge
+prober_matrix_kube_writes_held 3
+# HELP prober_matrix_kube_writes_total Writes the matrix made to the API server (kubernetes.nodeConditions) by object (node_condition: a Node's status patch; event) and result (ok, error).
+# TYPE prober_matrix_kube_writes_total counter
+prober_matrix_kube_writes_total{object="event",result="ok"} 5
+prober_matrix_kube_writes_total{object="node_condition",result="error"} 1
+prober_matrix_kube_writes_total{object="node_condition",result="ok"} 4
+`
+	if err := testutil.GatherAndCompare(h.reg, strings.NewReader(want), "prober_matrix_kube_writes_total", "prober_matrix_kube_writes_held"); err != nil {
+		t.Error(err)
+	}
+	held = 0 // read at each scrape, not at start
+	want = `
+# HELP prober_matrix_kube_writes_held Changes (a Node's condition, an Event) the writesPerMinute bound holds back now; they wait, surest first.
+# TYPE prober_matrix_kube_writes_held gauge
+prober_matrix_kube_writes_held 0
+`
+	if err := testutil.GatherAndCompare(h.reg, strings.NewReader(want), "prober_matrix_kube_writes_held"); err != nil {
+		t.Error(err)
+	}
+	if problems, err := testutil.GatherAndLint(h.reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+	plain := newTestHub(t, []string{"http://192.0.2.1:9090"}, "")
+	if n, err := testutil.GatherAndCount(plain.reg, "prober_matrix_kube_writes_total", "prober_matrix_kube_writes_held"); err != nil || n != 0 {
+		t.Errorf("a matrix without a reporter exports %d write series (%v)", n, err)
+	}
+}

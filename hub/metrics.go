@@ -137,3 +137,34 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, reporting, "reporting")
 	ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, missing, "missing")
 }
+
+// kubeWritesCollector exports the matrix's own writes to the API server
+// (kubernetes.nodeConditions) and what its bound holds back: a monitor
+// must show its own load (seed 003).
+type kubeWritesCollector struct {
+	writes      func(visit func(object, result string, n uint64)) int
+	total, held *prometheus.Desc
+}
+
+func newKubeWritesCollector(writes func(visit func(object, result string, n uint64)) int) *kubeWritesCollector {
+	return &kubeWritesCollector{writes: writes,
+		total: prometheus.NewDesc("prober_matrix_kube_writes_total",
+			"Writes the matrix made to the API server (kubernetes.nodeConditions) by object (node_condition: a Node's status patch; event) and result (ok, error).",
+			[]string{"object", "result"}, nil),
+		held: prometheus.NewDesc("prober_matrix_kube_writes_held",
+			"Changes (a Node's condition, an Event) the writesPerMinute bound holds back now; they wait, surest first.",
+			nil, nil),
+	}
+}
+
+func (c *kubeWritesCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.total
+	ch <- c.held
+}
+
+func (c *kubeWritesCollector) Collect(ch chan<- prometheus.Metric) {
+	held := c.writes(func(object, result string, n uint64) {
+		ch <- prometheus.MustNewConstMetric(c.total, prometheus.CounterValue, float64(n), object, result)
+	})
+	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(held))
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -74,6 +75,7 @@ type Reporter struct {
 	limit    writeWindow                       // the bound, shared by every write
 	state    map[string]corev1.ConditionStatus // what each Node carries of the condition
 	deferred int                               // changes the bound held back, last logged
+	written  map[[2]string]uint64              // writes by object and result (Writes)
 }
 
 // finding is what a suspect says of a node or Service.
@@ -107,9 +109,42 @@ func NewReporter(client kubernetes.Interface, cfg ReporterConfig, logger *slog.L
 		wake:  make(chan struct{}, 1),
 		nodes: map[string]bool{}, listed: map[string]finding{}, seen: map[string]time.Time{},
 		services: map[string]finding{}, pending: map[string]finding{},
-		limit: writeWindow{n: max(cfg.WritesPerMinute, 1)},
-		state: map[string]corev1.ConditionStatus{},
+		limit:   writeWindow{n: max(cfg.WritesPerMinute, 1)},
+		state:   map[string]corev1.ConditionStatus{},
+		written: map[[2]string]uint64{},
 	}
+}
+
+// Objects and results Writes counts by.
+const (
+	WriteNodeCondition = "node_condition"
+	WriteEvent         = "event"
+	WriteOK            = "ok"
+	WriteError         = "error"
+)
+
+// Writes visits the writes made so far by object (WriteNodeCondition,
+// WriteEvent) and result (WriteOK, WriteError), and returns the changes
+// the bound holds back now: what the matrix exports of its own load on
+// the API server.
+func (r *Reporter) Writes(visit func(object, result string, n uint64)) (held int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range slices.SortedFunc(maps.Keys(r.written), func(a, b [2]string) int {
+		return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]))
+	}) {
+		visit(k[0], k[1], r.written[k])
+	}
+	return r.deferred
+}
+
+// count records a write's result. r.mu is held.
+func (r *Reporter) count(object string, err error) {
+	result := WriteOK
+	if err != nil {
+		result = WriteError
+	}
+	r.written[[2]string{object, result}]++
 }
 
 // SetPeers tells the reporter which names are Nodes (a host suspect may
@@ -323,6 +358,7 @@ func (r *Reporter) setCondition(ctx context.Context, c change, now time.Time) {
 	}
 	n, err := r.client.CoreV1().Nodes().PatchStatus(ctx, c.node, patch)
 	r.mu.Lock()
+	r.count(WriteNodeCondition, err)
 	switch {
 	case apierrors.IsNotFound(err):
 		delete(r.state, c.node) // gone: nothing to set or clear
@@ -371,7 +407,11 @@ func (r *Reporter) event(ctx context.Context, ns string, ref corev1.ObjectRefere
 		Note:                f.message,
 		Type:                kind,
 	}
-	if _, err := r.client.EventsV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+	_, err := r.client.EventsV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{})
+	r.mu.Lock()
+	r.count(WriteEvent, err)
+	r.mu.Unlock()
+	if err != nil {
 		r.log.Warn("node conditions: event failed", "regarding", ref.Kind+"/"+ref.Name, "reason", f.reason, "err", err)
 	}
 }

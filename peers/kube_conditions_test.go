@@ -121,6 +121,7 @@ func TestKubeNodeConditions(t *testing.T) {
 	if n := events(t, admin, "Service", "cond-web"); len(n) != 0 {
 		t.Errorf("the Service's Event written within the minute the bound had spent: %v", n)
 	}
+	waitWrites(t, r, "event/ok=2 node_condition/ok=2", 1) // the Service's Event held
 	// The suspects go; a minute on, both clear (4 more writes), and the
 	// Event still waits; another minute, and it is written.
 	r.Observe(api.Diagnosis{Suspects: []api.Suspect{}})
@@ -138,6 +139,7 @@ func TestKubeNodeConditions(t *testing.T) {
 	if e := evs[0]; e.Regarding.UID != svc.UID || e.Regarding.Namespace != "default" || e.Type != corev1.EventTypeWarning || e.ReportingController != peers.ReportingController {
 		t.Errorf("the Service's Event: %+v", e)
 	}
+	waitWrites(t, r, "event/ok=5 node_condition/ok=4", 0)
 	stop()
 
 	// An earlier matrix left cond-3 True: a new one clears it only once
@@ -264,4 +266,23 @@ func waitEvents(t *testing.T, admin kubernetes.Interface, kind, name string, rea
 	}
 	t.Fatalf("Events about %s %s: %+v, want reasons %v within 15 s", kind, name, got, reasons)
 	return nil
+}
+
+// waitWrites waits up to 5 s for r to count its writes as want
+// ("object/result=n", sorted) with held changes held back: an Event is
+// counted as its Create returns, just after the server has it.
+func waitWrites(t *testing.T, r *peers.Reporter, want string, held int) {
+	t.Helper()
+	var got string
+	var h int
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var out []string
+		h = r.Writes(func(object, result string, n uint64) {
+			out = append(out, fmt.Sprintf("%s/%s=%d", object, result, n))
+		})
+		if got = strings.Join(out, " "); got == want && h == held {
+			return
+		}
+	}
+	t.Errorf("the reporter counts writes %q with %d held back, want %q with %d", got, h, want, held)
 }

@@ -38,7 +38,7 @@ func runMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		opts.SigningKeys = d.SigningKeys
 	}
 	if rep != nil {
-		opts.Diagnosed = rep.Observe
+		opts.Diagnosed, opts.KubeWrites = rep.Observe, rep.Writes
 	}
 	h, err := hub.New(cfg, log, opts)
 	if err != nil {
