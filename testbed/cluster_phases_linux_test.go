@@ -296,7 +296,7 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T, prom *testbed.Pr
 		}
 		for _, s := range d.Listed() {
 			if s.Kind != matrix.KindLB {
-				r.errorf(t, "under %s the matrix also names %s %s (%.2f)", fault, s.Kind, s.Name, s.Score)
+				r.errorf(t, "%v under %s the matrix also names %s %s (%.2f): %s", time.Since(start).Round(time.Second), fault, s.Kind, s.Name, s.Score, s.Evidence.Detail)
 			}
 		}
 		if alert == 0 && r.alertActive(ctx, t, prom, dashtest.Alert{Name: "ProberEstablishedFlowBlackhole", Match: func(l map[string]string) bool {
