@@ -129,13 +129,14 @@ const (
 // the API server.
 func (r *Reporter) Writes(visit func(object, result string, n uint64)) (held int) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, k := range slices.SortedFunc(maps.Keys(r.written), func(a, b [2]string) int {
+	written, held := maps.Clone(r.written), r.deferred
+	r.mu.Unlock() // visit sends on a scrape's channel: never under r.mu
+	for _, k := range slices.SortedFunc(maps.Keys(written), func(a, b [2]string) int {
 		return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]))
 	}) {
-		visit(k[0], k[1], r.written[k])
+		visit(k[0], k[1], written[k])
 	}
-	return r.deferred
+	return held
 }
 
 // count records a write's result. r.mu is held.
