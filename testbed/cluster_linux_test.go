@@ -246,19 +246,19 @@ func (r *clusterRun) healthy(ctx context.Context, t *testing.T, prom *testbed.Pr
 			}
 			what := fmt.Sprintf("%s -> %s %s %s %s lost %d of %d (RTT p50 %.1f ms, p99 %.1f ms)", cell.Source, cell.Target, cell.Path, cell.Protocol, cell.Family,
 				cell.Lost, cell.Sent, 1000*cell.RTTP50, 1000*cell.RTTP99)
-			into := time.Since(start).Round(time.Second)
-			if time.Now().After(strict) && cell.Lost > 1 {
+			into, late := time.Since(start).Round(time.Second), time.Now().After(strict)
+			if late && cell.Lost > 1 {
 				t.Fatalf("healthy cluster, %v after start-up: %s%s", into, what, r.unanswered(ctx, prom))
 			}
 			key := cell.Source + cell.Target + cell.Path + cell.Protocol + cell.Family
-			if !time.Now().After(strict) {
+			if !late {
 				key = "starting " + key
 			}
 			if seen[key] {
 				continue
 			}
 			seen[key] = true
-			if !time.Now().After(strict) {
+			if !late {
 				t.Logf("healthy cluster starting up, %v into the phase: %s (must age out)", into, what)
 				continue
 			}
@@ -290,8 +290,9 @@ func (r *clusterRun) healthy(ctx context.Context, t *testing.T, prom *testbed.Pr
 
 // unanswered says what the agents counted beside a lost probe on a
 // healthy cluster: replies that came too late or matched nothing, and
-// probes that failed to send. A late reply is a stalled peer or host; a
-// lost one with nothing late is the path.
+// probes that failed to send. A late reply is a stalled peer or host;
+// nothing late and no error leaves the path, or a stall that lost the
+// reply before the agent read it.
 func (r *clusterRun) unanswered(ctx context.Context, prom *testbed.Prometheus) string {
 	var b strings.Builder
 	for _, q := range []string{

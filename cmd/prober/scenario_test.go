@@ -488,8 +488,6 @@ func topSuspect(sc scenario) func(matrix.Diagnosis, matrix.Snapshot) error {
 	}
 }
 
-// holdStats counts the rounds of a scenario's hold, and those that
-// listed an innocent.
 // holdStats counts a scenario's rounds held after it was named, those
 // that listed an innocent, and the cells still losing one probe each
 // when the clean wait after it ended (a stalled machine, not the fault).
