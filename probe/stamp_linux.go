@@ -18,6 +18,8 @@ const maxStampLag = 10 * time.Second
 // arrival is the packet's kernel receive time from its control messages
 // (SCM_TIMESTAMPNS), or now when they hold none that fits. The cmsg
 // headers are walked by hand: unix.ParseSocketControlMessage allocates.
+// The kernel stamps a packet that came in before machine-wide stamping
+// was on (it comes on from a work queue) at its read: late, once, at start.
 func arrival(oob []byte, now time.Time) time.Time {
 	hdr := unix.CmsgLen(0)
 	for len(oob) >= hdr {
