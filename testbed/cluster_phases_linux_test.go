@@ -260,6 +260,7 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T, prom *testbed.Pr
 	var agents, lb, notReady, alert time.Duration
 	reporting := 0
 	notReadyNode := ""
+	told := map[string]bool{} // suspects whose whole evidence was logged
 	for time.Since(start) < 90*time.Second {
 		if agents == 0 || time.Since(start) < 20*time.Second {
 			n := 0
@@ -296,7 +297,12 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T, prom *testbed.Pr
 		}
 		for _, s := range d.Listed() {
 			if s.Kind != matrix.KindLB {
-				r.errorf(t, "%v under %s the matrix also names %s %s (%.2f): %s", time.Since(start).Round(time.Second), fault, s.Kind, s.Name, s.Score, s.Evidence.Detail)
+				why := s.Evidence.Detail
+				if !told[s.Kind+" "+s.Name] {
+					told[s.Kind+" "+s.Name] = true
+					why += "\n  its evidence: " + evidence(s)
+				}
+				r.errorf(t, "%v under %s the matrix also names %s %s (%.2f): %s", time.Since(start).Round(time.Second), fault, s.Kind, s.Name, s.Score, why)
 			}
 		}
 		if alert == 0 && r.alertActive(ctx, t, prom, dashtest.Alert{Name: "ProberEstablishedFlowBlackhole", Match: func(l map[string]string) bool {
