@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -94,6 +95,29 @@ func describeSuspects(d Diagnosis) string {
 		fmt.Fprintf(&b, "\n  %s/%s %.3f est %.3f %s: %s", s.Kind, s.Name, s.Score, s.EstimatedLoss, s.Evidence.Stage, s.Evidence.Detail)
 	}
 	return b.String()
+}
+
+var captureFile = flag.String("capture", "", "TestCaptureFile: a capture TestCluster wrote on a wrong diagnosis (testbed's capture)")
+
+// TestCaptureFile localizes one capture file, as TestClusterCaptures
+// does its own, and logs the suspects: the first step of turning a wrong
+// diagnosis TestCluster saw into a test here.
+func TestCaptureFile(t *testing.T) {
+	if *captureFile == "" {
+		t.Skip("no -capture file given")
+	}
+	b, err := os.ReadFile(*captureFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c clusterCapture
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatalf("%s: %v", *captureFile, err)
+	}
+	if len(c.Observations) == 0 {
+		t.Fatalf("%s: no observations", *captureFile)
+	}
+	t.Logf("%d agents' reports; suspects:%s", len(c.Observations), describeSuspects(localizeCapture(t, c)))
 }
 
 // TestClusterCaptures localizes what a real cluster's agents reported

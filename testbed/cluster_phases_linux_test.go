@@ -174,6 +174,7 @@ func (r *clusterRun) seed004(ctx context.Context, t *testing.T, prom *testbed.Pr
 		others := 0
 		for _, s := range d.Listed() {
 			if innocent(s, spine, "spine", alone == 0) || alone > 0 && s.Kind == matrix.KindTier {
+				r.capture(ctx, t, "seed004 "+s.Kind+" "+s.Name)
 				r.fatalf(t, "%v after %s: an innocent suspect scores %.2f: %s\n  its evidence: %s", time.Since(start).Round(time.Second), fault, s.Score, describe(d), evidence(s))
 			}
 			if s.Kind == matrix.KindTier && !tierSaid {
@@ -300,6 +301,7 @@ func (r *clusterRun) seed001(ctx context.Context, t *testing.T, prom *testbed.Pr
 				why := s.Evidence.Detail
 				if !told[s.Kind+" "+s.Name] {
 					told[s.Kind+" "+s.Name] = true
+					r.capture(ctx, t, "seed001 "+s.Kind+" "+s.Name)
 					why += "\n  its evidence: " + evidence(s)
 				}
 				r.errorf(t, "%v under %s the matrix also names %s %s (%.2f): %s", time.Since(start).Round(time.Second), fault, s.Kind, s.Name, s.Score, why)
@@ -770,6 +772,16 @@ func (r *clusterRun) pullKey(ctx context.Context, node string) (string, error) {
 		"--field-selector", "spec.nodeName="+node, "-o", "jsonpath={.items[0].metadata.name}")
 	if err != nil {
 		return "", fmt.Errorf("node agent pod on %s: %v: %s", node, err, pod)
+	}
+	return r.agentKey(ctx, node, pod)
+}
+
+// agentKey gets the pull key of the agent named name, which runs in pod,
+// with a token of that pod; pullKey's cache holds it by name.
+func (r *clusterRun) agentKey(ctx context.Context, name, pod string) (string, error) {
+	node := name
+	if k := r.keys[node]; k != "" {
+		return k, nil
 	}
 	tok, err := r.c.Kubectl(ctx, "-n", "prober", "create", "token", config.DefaultAgentServiceAccount, "--audience", api.AgentTokenAudience,
 		"--bound-object-kind", "Pod", "--bound-object-name", strings.TrimSpace(pod), "--duration", "1h")
