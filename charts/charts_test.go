@@ -3,6 +3,7 @@ package charts
 import (
 	"bytes"
 	"cmp"
+	"encoding/base64"
 	"flag"
 	"os"
 	"path/filepath"
@@ -66,11 +67,23 @@ type object struct {
 			} `json:"metadata"`
 			Spec struct {
 				Containers []struct {
-					Image string `json:"image"`
+					Image        string `json:"image"`
+					VolumeMounts []struct {
+						Name      string `json:"name"`
+						MountPath string `json:"mountPath"`
+					} `json:"volumeMounts"`
 				} `json:"containers"`
-				Tolerations []map[string]any `json:"tolerations"`
+				Tolerations               []map[string]any `json:"tolerations"`
+				TopologySpreadConstraints []map[string]any `json:"topologySpreadConstraints"`
+				Volumes                   []struct {
+					Name   string `json:"name"`
+					Secret *struct {
+						SecretName string `json:"secretName"`
+					} `json:"secret"`
+				} `json:"volumes"`
 			} `json:"spec"`
 		} `json:"template"`
+		Replicas int `json:"replicas"`
 	} `json:"spec"`
 }
 
@@ -189,6 +202,8 @@ func TestValuesFiles(t *testing.T) {
 					t.Errorf("matrix.yaml's nodeConditions: %+v, want enabled at the values' 4 a minute", m.Kubernetes.NodeConditions)
 				}
 			}},
+		{file: "replicas.yaml", has: []string{"Secret/prober-matrix-pull-key", "PodDisruptionBudget/prober-matrix"},
+			check: func(t *testing.T, objs map[string]object) { checkReplicas(t, objs, "prober-matrix-pull-key") }},
 		{file: "no-pod-agents.yaml", lack: []string{"DaemonSet/prober-pod"}, has: []string{"DaemonSet/prober-node"},
 			check: func(t *testing.T, objs map[string]object) {
 				ds := objs["DaemonSet/prober-node"]
@@ -249,6 +264,9 @@ func TestSchemaRejects(t *testing.T) {
 		{"NetworkPolicies without node CIDRs", "networkPolicy: {enabled: true}", "nodeCIDRs"},
 		{"a CPU quantity", "nodeAgent: {resources: {limits: {cpu: lots}}}", "cpu"},
 		{"no writes a minute", "matrix: {nodeConditions: {enabled: true, writesPerMinute: 0}}", "writesPerMinute"},
+		{"no matrix", "matrix: {replicas: 0}", "replicas"},
+		{"two replicas writing Node conditions", "matrix: {replicas: 2, nodeConditions: {enabled: true}}", "replicas"},
+		{"a Secret name that is none", "matrix: {replicas: 2, pullKeySecret: My_Secret}", "pullKeySecret"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var v map[string]any
@@ -261,4 +279,62 @@ func TestSchemaRejects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkReplicas: the matrix's Deployment runs its replicas spread over
+// nodes, each reading the pull-key secret from the Secret named secret,
+// which the matrix's config points at.
+func checkReplicas(t *testing.T, objs map[string]object, secret string) {
+	t.Helper()
+	// The config reads the secret's file as it loads: here a stand-in.
+	const file = "/etc/prober-pull-key/secret"
+	cfg := objs["ConfigMap/prober-matrix"].Data["matrix.yaml"]
+	if !strings.Contains(cfg, "pullKeySecretFile: "+file) {
+		t.Fatalf("matrix.yaml does not read %s:\n%s", file, cfg)
+	}
+	stand := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(stand, []byte(strings.Repeat("k", 48)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.ParseMatrix("matrix.yaml", []byte(strings.Replace(cfg, file, stand, 1))); err != nil {
+		t.Fatal(err)
+	}
+	d := objs["Deployment/prober-matrix"]
+	if d.Spec.Replicas != 2 || len(d.Spec.Template.Spec.TopologySpreadConstraints) != 1 {
+		t.Errorf("matrix: %d replicas, %d spread constraints, want 2 and 1", d.Spec.Replicas, len(d.Spec.Template.Spec.TopologySpreadConstraints))
+	}
+	mounted := false
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == secret {
+			for _, vm := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
+				mounted = mounted || vm.Name == v.Name && vm.MountPath+"/secret" == file
+			}
+		}
+	}
+	if !mounted {
+		t.Errorf("Secret %s not mounted where %s is", secret, file)
+	}
+	if s, ok := objs["Secret/"+secret]; ok {
+		b, err := base64.StdEncoding.DecodeString(s.Data["secret"])
+		if err != nil || len(b) < 32 {
+			t.Errorf("Secret %s: %d bytes (%v), want at least 32", secret, len(b), err)
+		}
+	}
+}
+
+// TestReplicasOwnSecret: given a Secret of the operator's, the chart
+// makes none and mounts that one.
+func TestReplicasOwnSecret(t *testing.T) {
+	out, _, err := render(t, map[string]any{"matrix": map[string]any{"replicas": 3, "pullKeySecret": "my-pull-key"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := objects(t, out)
+	if _, ok := objs["Secret/prober-matrix-pull-key"]; ok {
+		t.Error("the chart made its Secret beside the operator's")
+	}
+	d := objs["Deployment/prober-matrix"]
+	d.Spec.Replicas--
+	objs["Deployment/prober-matrix"] = d
+	checkReplicas(t, objs, "my-pull-key")
 }
