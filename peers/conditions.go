@@ -64,6 +64,7 @@ type Reporter struct {
 	now      func() time.Time
 	// clearAfter: ClearAfter, or the config's.
 	clearAfter time.Duration
+	elect      *Election
 	wake       chan struct{}
 
 	mu       sync.Mutex
@@ -95,6 +96,9 @@ type ReporterConfig struct {
 	ClearAfter time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Election, when set, has the matrix's replicas elect the one that
+	// writes; nil: this one writes.
+	Election *Election
 }
 
 // NewReporter returns a Reporter writing through client.
@@ -105,7 +109,7 @@ func NewReporter(client kubernetes.Interface, cfg ReporterConfig, logger *slog.L
 	}
 	return &Reporter{
 		client: client, log: logger, instance: truncate(cfg.Instance, 128),
-		now: now, clearAfter: cmp.Or(cfg.ClearAfter, ClearAfter),
+		now: now, clearAfter: cmp.Or(cfg.ClearAfter, ClearAfter), elect: cfg.Election,
 		wake:  make(chan struct{}, 1),
 		nodes: map[string]bool{}, listed: map[string]finding{}, seen: map[string]time.Time{},
 		services: map[string]finding{}, pending: map[string]finding{},
@@ -209,8 +213,17 @@ func (r *Reporter) Observe(d api.Diagnosis) {
 
 // Run learns what the Nodes carry (trying again every 30 s while it
 // cannot), then writes changes as Observe brings them and the bound
-// allows, until ctx ends.
+// allows, until ctx ends. With an Election, it does so only while this
+// replica holds the Lease.
 func (r *Reporter) Run(ctx context.Context) error {
+	if r.elect != nil {
+		return r.runElected(ctx, *r.elect)
+	}
+	return r.run(ctx)
+}
+
+// run is Run for the one replica that writes.
+func (r *Reporter) run(ctx context.Context) error {
 	for {
 		err := r.learn(ctx)
 		if err == nil {

@@ -177,22 +177,34 @@ func rbac(t *testing.T, s *peerstest.Server, admin kubernetes.Interface, sa stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	var role string
-	for _, doc := range strings.Split(out, "\n---\n") {
-		if strings.Contains(doc, "\nkind: ClusterRole\n") && strings.Contains(doc, "\n  name: prober-matrix-node-conditions\n") {
-			role = doc
+	for _, kind := range []string{"ClusterRole", "Role"} {
+		var role string
+		for _, doc := range strings.Split(out, "\n---\n") {
+			if strings.Contains(doc, "\nkind: "+kind+"\n") && strings.Contains(doc, "\n  name: prober-matrix-node-conditions\n") {
+				role = doc
+			}
+		}
+		if role == "" {
+			t.Fatalf("the chart renders no %s prober-matrix-node-conditions with matrix.nodeConditions.enabled:\n%s", kind, out)
+		}
+		path := filepath.Join(t.TempDir(), "role.yaml")
+		if err := os.WriteFile(path, []byte(role), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := s.Kubectl(t.Context(), "apply", "-f", path); err != nil {
+			t.Fatalf("%v: %s", err, out)
 		}
 	}
-	if role == "" {
-		t.Fatalf("the chart renders no ClusterRole prober-matrix-node-conditions with matrix.nodeConditions.enabled:\n%s", out)
-	}
-	path := filepath.Join(t.TempDir(), "role.yaml")
-	if err := os.WriteFile(path, []byte(role), 0o600); err != nil {
+	// The Role (the Lease), bound in the agents' namespace as the chart does.
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa + "-lease", Namespace: "prober"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "prober-matrix-node-conditions"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: "prober"}}}
+	if _, err := admin.RbacV1().RoleBindings("prober").Create(t.Context(), rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := s.Kubectl(t.Context(), "apply", "-f", path); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	t.Cleanup(func() {
+		_ = admin.RbacV1().RoleBindings("prober").Delete(context.Background(), rb.Name, metav1.DeleteOptions{})
+	})
 	for _, r := range []string{"prober-matrix", "prober-matrix-node-conditions"} {
 		b := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa + "-" + r},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: r},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -103,17 +104,20 @@ func (r *clusterRun) waitCondition(ctx context.Context, t *testing.T, node, stat
 // and sets the condition on its Node, with an Event; after the fault the
 // condition clears (a minute after the host is last listed).
 func (r *clusterRun) hostNIC(ctx context.Context, t *testing.T) {
-	out, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=matrix", "-o", "jsonpath={.items[0].spec.nodeName}")
+	out, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=matrix", "-o", `jsonpath={range .items[*]}{.spec.nodeName}{"\n"}{end}`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Not the matrix's node: its pulls would lose too.
+	// Not a matrix's node: its pulls would lose too.
 	var node string
 	for _, h := range slices.Backward(r.c.Fabric.Nodes()) {
-		if h.Name != strings.TrimSpace(out) {
+		if !slices.Contains(strings.Fields(out), h.Name) {
 			node = h.Name
 			break
 		}
+	}
+	if node == "" {
+		t.Fatalf("every node runs a matrix replica (%q): none to fail", out)
 	}
 	r.inject(ctx, t, lab.Fault{Kind: lab.FaultHostNIC, Host: node, Permille: 100})
 	start := time.Now()
@@ -131,6 +135,7 @@ func (r *clusterRun) hostNIC(ctx context.Context, t *testing.T) {
 	if evs := r.matrixEvents(ctx, t); !slices.Contains(evs, want) {
 		r.errorf(t, "no Event %q: %v", want, evs)
 	}
+	r.killWriter(ctx, t, node)
 	r.clear(ctx, t)
 	cleared := r.waitCondition(ctx, t, node, "False", peers.ReasonNoProblem, peers.ClearAfter+time.Minute)
 	t.Logf("node %s: %s=False %v after the matrix was clean", node, peers.NodeConditionType, cleared.Round(time.Second))
@@ -141,5 +146,53 @@ func (r *clusterRun) hostNIC(ctx context.Context, t *testing.T) {
 		if st, _ := r.condition(ctx, t, h.Name); h.Name != node && st != "" {
 			r.errorf(t, "node %s, whose NIC is fine, carries %s=%s", h.Name, peers.NodeConditionType, st)
 		}
+	}
+}
+
+// killWriter deletes the matrix replica holding the Lease, mid-fault, as
+// a drain or a crash would: the other replica takes the Lease (and so
+// the writes, which the caller's clear then needs) and, asked directly,
+// still names host node.
+func (r *clusterRun) killWriter(ctx context.Context, t *testing.T, node string) {
+	t.Helper()
+	lease := []string{"-n", "prober", "get", "lease", peers.LeaseName, "-o", "jsonpath={.spec.holderIdentity}"}
+	holder, err := r.c.Kubectl(ctx, lease...)
+	if err != nil || strings.TrimSpace(holder) == "" {
+		r.fatalf(t, "the Lease %s: holder %q: %v", peers.LeaseName, holder, err)
+	}
+	holder = strings.TrimSpace(holder)
+	ips, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=matrix", "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.status.podIP}{"\n"}{end}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var survivor string
+	for _, l := range strings.Split(strings.TrimSpace(ips), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] != holder {
+			survivor = "http://" + net.JoinHostPort(f[1], "9809")
+		}
+	}
+	if survivor == "" {
+		r.fatalf(t, "no matrix replica beside %s: %q", holder, ips)
+	}
+	if out, err := r.c.Kubectl(ctx, "-n", "prober", "delete", "pod", holder, "--wait=false"); err != nil {
+		t.Fatalf("delete %s: %v: %s", holder, err, out)
+	}
+	killed := time.Now()
+	r.matrix.Base = survivor
+	for {
+		h, _ := r.c.Kubectl(ctx, lease...)
+		if h = strings.TrimSpace(h); h != "" && h != holder {
+			t.Logf("killed the replica writing conditions (%s) mid-fault; %s holds the Lease %v later", holder, h, time.Since(killed).Round(100*time.Millisecond))
+			break
+		}
+		if time.Since(killed) > 30*time.Second {
+			r.fatalf(t, "the Lease %s still held by %q 30 s after that pod's deletion", peers.LeaseName, h)
+		}
+		sleep(ctx, 500*time.Millisecond)
+	}
+	_, d := r.get(ctx, t)
+	if !slices.ContainsFunc(d.Listed(), func(s matrix.Suspect) bool { return s.Kind == matrix.KindHost && s.Name == node }) {
+		r.errorf(t, "the surviving replica does not name host %s:%s", node, describe(d))
 	}
 }

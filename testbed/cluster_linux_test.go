@@ -116,7 +116,7 @@ func TestCluster(t *testing.T) {
 		"namespace": map[string]any{"create": true},
 		"image":     map[string]any{"repository": repo, "tag": tag},
 		"matrix": map[string]any{"apiServerLB": netip.AddrPortFrom(c.Fabric.VIP, lab.APIServerPort).String(), "hops": hops,
-			"nodeConditions": map[string]any{"enabled": true}},
+			"nodeConditions": map[string]any{"enabled": true}, "replicas": 2},
 	})
 	if err != nil {
 		t.Fatalf("render charts/prober: %v", err)
@@ -352,15 +352,16 @@ func (r *clusterRun) fetch(ctx context.Context) (testbed.MatrixView, matrix.Diag
 	return v, d, err
 }
 
-// matrixBase is the URL of the running prober-matrix pod.
+// matrixBase is the URL of a running, Ready prober-matrix pod.
 func (r *clusterRun) matrixBase(ctx context.Context) (string, error) {
 	out, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=matrix",
-		"-o", `jsonpath={range .items[*]}{.status.phase} {.metadata.deletionTimestamp} {.status.podIP}{"\n"}{end}`)
+		"-o", `jsonpath={range .items[*]}{.status.phase} {.metadata.deletionTimestamp} {.status.podIP} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
 	if err != nil {
 		return "", fmt.Errorf("%v: %s", err, out)
 	}
+	// A replica that is Ready: one just started has no diagnosis yet.
 	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "Running" {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "Running" && f[2] == "True" {
 			return "http://" + net.JoinHostPort(f[1], "9809"), nil
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -530,25 +531,43 @@ spec:
 // and deletes a prober pod elsewhere: neither may count as loss, nor
 // raise a suspect.
 func (r *clusterRun) churn(ctx context.Context, t *testing.T) {
-	out, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=matrix", "-o", "jsonpath={.items[0].spec.nodeName}")
+	out, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=matrix", "-o",
+		`jsonpath={range .items[*]}{.spec.nodeName} {.status.podIP}{"\n"}{end}`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	matrixNode := strings.TrimSpace(out)
-	// The node to remove runs neither the matrix nor a CoreDNS pod: the
-	// phase is about agents and nodes leaving, not the DNS moving.
+	// The node to remove runs no CoreDNS pod (the phase is about agents
+	// and nodes leaving, not the DNS moving) and not the matrix replica
+	// the test reads; the other replica, if there, is drained with it,
+	// as a PodDisruptionBudget allows, while this one serves.
+	matrixNodes, readNode := map[string]bool{}, ""
+	for line := range strings.Lines(out) {
+		if f := strings.Fields(line); len(f) == 2 {
+			matrixNodes[f[0]] = true
+			if strings.Contains(r.matrix.Base, "//"+net.JoinHostPort(f[1], "9809")) {
+				readNode = f[0]
+			}
+		}
+	}
 	dnsNodes := map[string]bool{}
 	for _, ep := range r.dnsEndpoints(ctx, t) {
 		dnsNodes[ep.node] = true
 	}
 	var gone, other string
+	for _, free := range []bool{true, false} { // a node without a replica first
+		for _, h := range slices.Backward(r.c.Fabric.Nodes()) {
+			if gone == "" && h.Name != readNode && !dnsNodes[h.Name] && (!free || !matrixNodes[h.Name]) {
+				gone = h.Name
+			}
+		}
+	}
 	for _, h := range slices.Backward(r.c.Fabric.Nodes()) {
-		switch {
-		case gone == "" && h.Name != matrixNode && !dnsNodes[h.Name]:
-			gone = h.Name
-		case other == "" && h.Name != gone:
+		if other == "" && h.Name != gone {
 			other = h.Name
 		}
+	}
+	if gone == "" || readNode == "" {
+		r.fatalf(t, "no node to remove (matrix replicas on %v, the one read on %q; CoreDNS on %v)", matrixNodes, readNode, dnsNodes)
 	}
 	pod, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=pod",
 		"--field-selector", "spec.nodeName="+other, "-o", "jsonpath={.items[0].metadata.name}")
@@ -566,7 +585,11 @@ func (r *clusterRun) churn(ctx context.Context, t *testing.T) {
 		r.fatalf(t, "%v\n%s", err, out)
 	}
 	r.leavesPlan(ctx, t, pod, 2*time.Second)
-	t.Logf("%s drained, deleted and powered off, %s deleted, in %v", gone, pod, time.Since(start).Round(time.Second))
+	with := ""
+	if matrixNodes[gone] {
+		with = " (with a matrix replica, while the other served)"
+	}
+	t.Logf("%s drained%s, deleted and powered off, %s deleted, in %v", gone, with, pod, time.Since(start).Round(time.Second))
 	if out, err := r.c.Kubectl(ctx, "-n", "prober", "rollout", "status", "daemonset/prober-pod", "--timeout=2m"); err != nil {
 		r.fatalf(t, "%v\n%s", err, out)
 	}

@@ -34,8 +34,10 @@ func newMatrixDiscovery(cfg *config.Matrix, log *slog.Logger) (*peers.Discovery,
 	if err != nil || !k.WritesNodeConditions() {
 		return d, nil, err
 	}
-	host, _ := os.Hostname() // a pod's name: the Events' reporting instance
-	rep := peers.NewReporter(client, peers.ReporterConfig{WritesPerMinute: k.NodeConditions.WritesPerMinute, Instance: cmp.Or(host, "prober-matrix")}, log)
+	host, _ := os.Hostname() // a pod's name: the Events' reporting instance, the Lease's holder
+	host = cmp.Or(host, "prober-matrix")
+	rep := peers.NewReporter(client, peers.ReporterConfig{WritesPerMinute: k.NodeConditions.WritesPerMinute, Instance: host,
+		Election: &peers.Election{Namespace: k.Namespace, Identity: host}}, log)
 	return d, rep, nil
 }
 

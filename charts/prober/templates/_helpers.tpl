@@ -40,16 +40,6 @@
 {{- end }}
 {{- end }}
 
-{{/* The matrix's replicas; nodeConditions needs one (two would each
-write: there is no leader election). */}}
-{{- define "prober.matrixReplicas" -}}
-{{- $n := int .Values.matrix.replicas -}}
-{{- if and (gt $n 1) .Values.matrix.nodeConditions.enabled -}}
-{{- fail "matrix.replicas: nodeConditions.enabled needs 1 replica (two would each write the same conditions and Events; no leader election yet)" -}}
-{{- end -}}
-{{- $n -}}
-{{- end }}
-
 {{/* The Secret the replicas' pull-key secret is in. */}}
 {{- define "prober.pullKeySecret" -}}
 {{- .Values.matrix.pullKeySecret | default "prober-matrix-pull-key" -}}
