@@ -46,58 +46,22 @@ func (c *fakeClock) add(d time.Duration) {
 // what an earlier one left only after it has not listed the node for a
 // minute itself; a diagnosis naming nothing writes nothing.
 func TestKubeNodeConditions(t *testing.T) {
-	s := apiServer(t)
-	deployed(t, s)
-	admin, err := s.AdminClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, admin, client, ps := conditionsCluster(t, "conditions", "cond-1", "cond-2", "cond-3")
 	ctx := t.Context()
-	const sa = "prober-conditions-test"
-	rbac(t, s, admin, sa)
-	nodes := []string{"cond-1", "cond-2", "cond-3"}
-	for _, n := range nodes {
-		if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	svc, err := admin.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "cond-web"},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, n := range nodes {
-			_ = admin.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{})
-		}
 		_ = admin.CoreV1().Services("default").Delete(context.Background(), "cond-web", metav1.DeleteOptions{})
 	})
-	kc, err := s.Kubeconfig("conditions", "system:serviceaccount:prober:"+sa)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := peers.NewClient(kc, "prober-test/conditions")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ps []peers.Peer
-	for _, n := range nodes {
-		ps = append(ps, peers.Peer{Name: n, Class: peers.ClassNode})
-	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	clock := &fakeClock{t: time.Now()}
 	start := func() (*peers.Reporter, context.CancelFunc) {
 		r := peers.NewReporter(client, peers.ReporterConfig{WritesPerMinute: 4, Instance: "prober-matrix-test", Now: clock.now}, log)
 		r.SetPeers(ps)
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := r.Run(rctx); err != nil {
-				t.Errorf("run: %v", err)
-			}
-		}()
-		return r, func() { cancel(); <-done }
+		return r, runReporter(t, r)
 	}
 	suspect := func(kind, name string) api.Suspect {
 		return api.Suspect{Kind: kind, Name: name, Score: 0.5, Evidence: api.Evidence{Detail: "its own links lose 0.1"}}
@@ -216,6 +180,52 @@ func rbac(t *testing.T, s *peerstest.Server, admin kubernetes.Interface, sa stri
 			_ = admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), b.Name, metav1.DeleteOptions{})
 		})
 	}
+}
+
+// conditionsCluster is the real API server with deploy/ applied, its
+// admin client, Nodes named nodes (deleted after the test), and a client
+// of a ServiceAccount named after what that the chart's node-conditions
+// RBAC binds, with the peers the reporter is told are those Nodes.
+func conditionsCluster(t *testing.T, what string, nodes ...string) (*peerstest.Server, kubernetes.Interface, kubernetes.Interface, []peers.Peer) {
+	t.Helper()
+	s := apiServer(t)
+	deployed(t, s)
+	admin, err := s.AdminClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := "prober-" + what + "-test"
+	rbac(t, s, admin, sa)
+	var ps []peers.Peer
+	for _, n := range nodes {
+		if _, err := admin.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{}) })
+		ps = append(ps, peers.Peer{Name: n, Class: peers.ClassNode})
+	}
+	kc, err := s.Kubeconfig(what, "system:serviceaccount:prober:"+sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := peers.NewClient(kc, "prober-test/"+what)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, admin, client, ps
+}
+
+// runReporter runs r until the returned stop, which waits for it.
+func runReporter(t *testing.T, r *peers.Reporter) (stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := r.Run(ctx); err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // condition is node's prober condition, nil when it carries none.

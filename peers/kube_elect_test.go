@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,40 +24,14 @@ import (
 // stops, the other takes the Lease and writes what comes next. Real
 // kube-apiserver, the chart's RBAC.
 func TestKubeNodeConditionsElected(t *testing.T) {
-	s := apiServer(t)
-	deployed(t, s)
-	admin, err := s.AdminClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	const sa = "prober-elect-test"
-	rbac(t, s, admin, sa)
-	nodes := []string{"elect-1", "elect-2"}
-	for _, n := range nodes {
-		if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, admin, client, ps := conditionsCluster(t, "elect", "elect-1", "elect-2")
 	t.Cleanup(func() {
-		for _, n := range nodes {
-			_ = admin.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{})
-		}
 		_ = admin.CoordinationV1().Leases("prober").Delete(context.Background(), peers.LeaseName, metav1.DeleteOptions{})
 	})
-	kc, err := s.Kubeconfig("elect", "system:serviceaccount:prober:"+sa)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := peers.NewClient(kc, "prober-test/elect")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps := []peers.Peer{{Name: "elect-1", Class: peers.ClassNode}, {Name: "elect-2", Class: peers.ClassNode}}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	type replica struct {
 		r    *peers.Reporter
-		stop context.CancelFunc
+		stop func()
 	}
 	replicas := map[string]replica{}
 	for _, id := range []string{"matrix-a", "matrix-b"} {
@@ -64,15 +39,7 @@ func TestKubeNodeConditionsElected(t *testing.T) {
 			Election: &peers.Election{Namespace: "prober", Identity: id,
 				LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}}, log)
 		r.SetPeers(ps)
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := r.Run(rctx); err != nil {
-				t.Errorf("%s: run: %v", id, err)
-			}
-		}()
-		replicas[id] = replica{r, func() { cancel(); <-done }}
+		replicas[id] = replica{r, sync.OnceFunc(runReporter(t, r))}
 		t.Cleanup(replicas[id].stop)
 	}
 	host := func(name string) api.Diagnosis {
