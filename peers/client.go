@@ -2,11 +2,21 @@ package peers
 
 import (
 	"fmt"
+	"log/slog"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 )
+
+// LogThrough sends client-go's own log (its leader election, its watches'
+// retries), which goes through klog, to log: the process writes one
+// format. klog is the library's process-wide logger: call it once, from
+// main.
+func LogThrough(log *slog.Logger) {
+	klog.SetSlogLogger(log)
+}
 
 // NewClient connects with the kubeconfig file at path, or in-cluster (the
 // pod's ServiceAccount) when path is empty. userAgent names prober in the

@@ -26,6 +26,7 @@ func newMatrixDiscovery(cfg *config.Matrix, log *slog.Logger) (*peers.Discovery,
 		return nil, nil, nil
 	}
 	k := cfg.Kubernetes
+	peers.LogThrough(log)
 	client, err := peers.NewClient(k.Kubeconfig, buildinfo.UserAgent("matrix"))
 	if err != nil {
 		return nil, nil, err
