@@ -204,7 +204,7 @@ func TestValuesFiles(t *testing.T) {
 				}
 			}},
 		{file: "replicas.yaml", has: []string{"Secret/prober-matrix-pull-key", "PodDisruptionBudget/prober-matrix"},
-			check: func(t *testing.T, objs map[string]object) { checkReplicas(t, objs, "prober-matrix-pull-key") }},
+			check: func(t *testing.T, objs map[string]object) { checkReplicas(t, objs, 2, "prober-matrix-pull-key") }},
 		{file: "no-pod-agents.yaml", lack: []string{"DaemonSet/prober-pod"}, has: []string{"DaemonSet/prober-node"},
 			check: func(t *testing.T, objs map[string]object) {
 				ds := objs["DaemonSet/prober-node"]
@@ -284,7 +284,7 @@ func TestSchemaRejects(t *testing.T) {
 // checkReplicas: the matrix's Deployment runs its replicas spread over
 // nodes, each reading the pull-key secret from the Secret named secret,
 // which the matrix's config points at.
-func checkReplicas(t *testing.T, objs map[string]object, secret string) {
+func checkReplicas(t *testing.T, objs map[string]object, replicas int, secret string) {
 	t.Helper()
 	// The config reads the secret's file as it loads: here a stand-in.
 	const file = "/etc/prober-pull-key/secret"
@@ -300,8 +300,8 @@ func checkReplicas(t *testing.T, objs map[string]object, secret string) {
 		t.Fatal(err)
 	}
 	d := objs["Deployment/prober-matrix"]
-	if d.Spec.Replicas != 2 || len(d.Spec.Template.Spec.TopologySpreadConstraints) != 1 {
-		t.Errorf("matrix: %d replicas, %d spread constraints, want 2 and 1", d.Spec.Replicas, len(d.Spec.Template.Spec.TopologySpreadConstraints))
+	if d.Spec.Replicas != replicas || len(d.Spec.Template.Spec.TopologySpreadConstraints) != 1 {
+		t.Errorf("matrix: %d replicas, %d spread constraints, want %d and 1", d.Spec.Replicas, len(d.Spec.Template.Spec.TopologySpreadConstraints), replicas)
 	}
 	mounted := false
 	for _, v := range d.Spec.Template.Spec.Volumes {
@@ -333,8 +333,5 @@ func TestReplicasOwnSecret(t *testing.T) {
 	if _, ok := objs["Secret/prober-matrix-pull-key"]; ok {
 		t.Error("the chart made its Secret beside the operator's")
 	}
-	d := objs["Deployment/prober-matrix"]
-	d.Spec.Replicas--
-	objs["Deployment/prober-matrix"] = d
-	checkReplicas(t, objs, "my-pull-key")
+	checkReplicas(t, objs, 3, "my-pull-key")
 }

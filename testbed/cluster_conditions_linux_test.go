@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -104,20 +103,20 @@ func (r *clusterRun) waitCondition(ctx context.Context, t *testing.T, node, stat
 // and sets the condition on its Node, with an Event; after the fault the
 // condition clears (a minute after the host is last listed).
 func (r *clusterRun) hostNIC(ctx context.Context, t *testing.T) {
-	out, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=matrix", "-o", `jsonpath={range .items[*]}{.spec.nodeName}{"\n"}{end}`)
+	ms, err := r.matrixPods(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Not a matrix's node: its pulls would lose too.
 	var node string
 	for _, h := range slices.Backward(r.c.Fabric.Nodes()) {
-		if !slices.Contains(strings.Fields(out), h.Name) {
+		if !slices.ContainsFunc(ms, func(p matrixPod) bool { return p.node == h.Name }) {
 			node = h.Name
 			break
 		}
 	}
 	if node == "" {
-		t.Fatalf("every node runs a matrix replica (%q): none to fail", out)
+		t.Fatalf("every node runs a matrix replica (%+v): none to fail", ms)
 	}
 	r.inject(ctx, t, lab.Fault{Kind: lab.FaultHostNIC, Host: node, Permille: 100})
 	start := time.Now()
@@ -161,19 +160,18 @@ func (r *clusterRun) killWriter(ctx context.Context, t *testing.T, node string) 
 		r.fatalf(t, "the Lease %s: holder %q: %v", peers.LeaseName, holder, err)
 	}
 	holder = strings.TrimSpace(holder)
-	ips, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=matrix", "-o",
-		`jsonpath={range .items[*]}{.metadata.name} {.status.podIP}{"\n"}{end}`)
+	ms, err := r.matrixPods(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var survivor string
-	for _, l := range strings.Split(strings.TrimSpace(ips), "\n") {
-		if f := strings.Fields(l); len(f) == 2 && f[0] != holder {
-			survivor = "http://" + net.JoinHostPort(f[1], "9809")
+	for _, p := range ms {
+		if p.name != holder && p.ready && !p.deleting {
+			survivor = p.url()
 		}
 	}
 	if survivor == "" {
-		r.fatalf(t, "no matrix replica beside %s: %q", holder, ips)
+		r.fatalf(t, "no Ready matrix replica beside %s: %+v", holder, ms)
 	}
 	if out, err := r.c.Kubectl(ctx, "-n", "prober", "delete", "pod", holder, "--wait=false"); err != nil {
 		t.Fatalf("delete %s: %v: %s", holder, err, out)

@@ -352,20 +352,46 @@ func (r *clusterRun) fetch(ctx context.Context) (testbed.MatrixView, matrix.Diag
 	return v, d, err
 }
 
-// matrixBase is the URL of a running, Ready prober-matrix pod.
-func (r *clusterRun) matrixBase(ctx context.Context) (string, error) {
-	out, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=matrix",
-		"-o", `jsonpath={range .items[*]}{.status.phase} {.metadata.deletionTimestamp} {.status.podIP} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+// matrixPod is one replica of prober-matrix as the API has it.
+type matrixPod struct {
+	name, node, ip  string
+	ready, deleting bool
+}
+
+// url is the base URL of the replica's endpoints.
+func (p matrixPod) url() string { return "http://" + net.JoinHostPort(p.ip, "9809") }
+
+// matrixPods lists the matrix's replicas.
+func (r *clusterRun) matrixPods(ctx context.Context) ([]matrixPod, error) {
+	out, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=matrix", "-o",
+		`jsonpath={range .items[*]}{.metadata.name}|{.spec.nodeName}|{.status.podIP}|{.status.phase}|{.status.conditions[?(@.type=="Ready")].status}|{.metadata.deletionTimestamp}{"\n"}{end}`)
 	if err != nil {
-		return "", fmt.Errorf("%v: %s", err, out)
+		return nil, fmt.Errorf("%v: %s", err, out)
 	}
-	// A replica that is Ready: one just started has no diagnosis yet.
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "Running" && f[2] == "True" {
-			return "http://" + net.JoinHostPort(f[1], "9809"), nil
+	var ps []matrixPod
+	for line := range strings.Lines(out) {
+		f := strings.Split(strings.TrimSpace(line), "|")
+		if len(f) != 6 || f[1] == "" || f[2] == "" { // not scheduled, or no address yet
+			continue
+		}
+		ps = append(ps, matrixPod{name: f[0], node: f[1], ip: f[2], ready: f[3] == "Running" && f[4] == "True", deleting: f[5] != ""})
+	}
+	return ps, nil
+}
+
+// matrixBase is the URL of a running, Ready prober-matrix pod: one just
+// started has no diagnosis yet.
+func (r *clusterRun) matrixBase(ctx context.Context) (string, error) {
+	ps, err := r.matrixPods(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range ps {
+		if p.ready && !p.deleting {
+			return p.url(), nil
 		}
 	}
-	return "", fmt.Errorf("no running prober-matrix pod: %q", out)
+	return "", fmt.Errorf("no running, Ready prober-matrix pod: %+v", ps)
 }
 
 // waitFor polls the matrix every 2 s until cond returns nil.

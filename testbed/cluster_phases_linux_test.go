@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -531,8 +530,7 @@ spec:
 // and deletes a prober pod elsewhere: neither may count as loss, nor
 // raise a suspect.
 func (r *clusterRun) churn(ctx context.Context, t *testing.T) {
-	out, err := r.c.Kubectl(ctx, "-n", "prober", "get", "pods", "-l", "app.kubernetes.io/component=matrix", "-o",
-		`jsonpath={range .items[*]}{.spec.nodeName} {.status.podIP}{"\n"}{end}`)
+	ms, err := r.matrixPods(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -541,12 +539,10 @@ func (r *clusterRun) churn(ctx context.Context, t *testing.T) {
 	// the test reads; the other replica, if there, is drained with it,
 	// as a PodDisruptionBudget allows, while this one serves.
 	matrixNodes, readNode := map[string]bool{}, ""
-	for line := range strings.Lines(out) {
-		if f := strings.Fields(line); len(f) == 2 {
-			matrixNodes[f[0]] = true
-			if strings.Contains(r.matrix.Base, "//"+net.JoinHostPort(f[1], "9809")) {
-				readNode = f[0]
-			}
+	for _, p := range ms {
+		matrixNodes[p.node] = true
+		if p.url() == r.matrix.Base {
+			readNode = p.node
 		}
 	}
 	dnsNodes := map[string]bool{}
@@ -802,8 +798,7 @@ func (r *clusterRun) pullKey(ctx context.Context, node string) (string, error) {
 // agentKey gets the pull key of the agent named name, which runs in pod,
 // with a token of that pod; pullKey's cache holds it by name.
 func (r *clusterRun) agentKey(ctx context.Context, name, pod string) (string, error) {
-	node := name
-	if k := r.keys[node]; k != "" {
+	if k := r.keys[name]; k != "" {
 		return k, nil
 	}
 	tok, err := r.c.Kubectl(ctx, "-n", "prober", "create", "token", config.DefaultAgentServiceAccount, "--audience", api.AgentTokenAudience,
@@ -811,7 +806,7 @@ func (r *clusterRun) agentKey(ctx context.Context, name, pod string) (string, er
 	if err != nil {
 		return "", fmt.Errorf("token for %s: %v: %s", pod, err, tok)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.matrix.Base+api.AgentPlanPath+node+"?wait=0", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.matrix.Base+api.AgentPlanPath+name+"?wait=0", nil)
 	if err != nil {
 		return "", err
 	}
@@ -823,12 +818,12 @@ func (r *clusterRun) agentKey(ctx context.Context, name, pod string) (string, er
 	resp.Body.Close()
 	key := resp.Header.Get(api.PullKeyHeader)
 	if resp.StatusCode != http.StatusOK || key == "" {
-		return "", fmt.Errorf("%s's plan with its pod's token: %s, pull key %q", node, resp.Status, key)
+		return "", fmt.Errorf("%s's plan with its pod's token: %s, pull key %q", name, resp.Status, key)
 	}
 	if r.keys == nil {
 		r.keys = map[string]string{}
 	}
-	r.keys[node] = key
+	r.keys[name] = key
 	return key, nil
 }
 
