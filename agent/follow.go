@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,7 +35,11 @@ type PlanSource struct {
 	Labels map[string]string
 	// Wait is how long each long-poll asks the matrix to hold; 0 means 30s.
 	Wait time.Duration
-	// Transport carries the requests; nil: a direct (never proxied) one.
+	// TLS verifies the matrix when URL is https (tlsfiles.Roots.Config,
+	// for kubernetes.matrixCAFile); nil: the system's CAs.
+	TLS *tls.Config
+	// Transport carries the requests; nil: a direct (never proxied) one
+	// with TLS.
 	Transport http.RoundTripper
 	// TokenFile is the agent's projected ServiceAccount token, read for
 	// every request (the kubelet replaces it before it expires); empty:
@@ -57,7 +62,7 @@ func (a *Agent) Follow(ctx context.Context, src PlanSource) error {
 	}
 	tr := src.Transport
 	if tr == nil {
-		tr = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * wait}
+		tr = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * wait, TLSClientConfig: src.TLS}
 	}
 	client := &http.Client{Transport: tr, Timeout: wait + 15*time.Second,
 		// The matrix answers; a redirect is not it.

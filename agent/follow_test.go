@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/tlsfiles"
+	"github.com/netprober/prober/tlsfiles/tlsfilestest"
 )
 
 // planServer is a matrix that serves the plans pushed to it, long-polled
@@ -179,5 +182,85 @@ func TestTargetsFromPlan(t *testing.T) {
 	}
 	if ts[0].HTTP2 != (HTTP2{}) || !slices.Equal(ts[1].Backends, []string{"n1"}) {
 		t.Errorf("n1 %+v, vip %+v", ts[0], ts[1])
+	}
+}
+
+// TestFollowTLS: with the matrix's CA the agent follows it over TLS,
+// verified for the Service's name though it dials an address; with
+// another CA it sends the matrix nothing, not even its token's request.
+func TestFollowTLS(t *testing.T) {
+	dir := t.TempDir()
+	files := tlsfilestest.Write(t, dir, "prober-matrix.prober.svc")
+	certs, err := tlsfiles.NewServer(files.Cert, files.Key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(srv *planServer) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := &http.Server{Handler: srv, TLSConfig: certs.Config()}
+		go hs.ServeTLS(ln, "", "")
+		t.Cleanup(func() { hs.Close() })
+		return "https://" + ln.Addr().String()
+	}
+	follow := func(a *Agent, src PlanSource) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Follow(ctx, src) }()
+		t.Cleanup(func() {
+			cancel()
+			<-done
+		})
+	}
+	targetsOf := func(base string) []string {
+		var obs api.Observations
+		resp, err := http.Get(base + api.ObservationsPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&obs); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, tg := range obs.Targets {
+			out = append(out, tg.Name)
+		}
+		return out
+	}
+	plan := api.AgentPlan{Version: "v1", Name: "a1", Class: api.ClassNode, Group: "tor1",
+		Targets: []api.Peer{{Name: "t1", Class: api.ClassNode, Address: "127.0.0.1", Port: uint16(openPort(t))}}}
+
+	roots, err := tlsfiles.NewRoots(files.CA, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := &planServer{changed: make(chan struct{}), plan: plan}
+	a, base := loopbackAgent(t, "name: a1\nclass: node\nlisten: 127.0.0.1:0\nprobing: {protocols: [tcp_syn], interval: 100ms, timeout: 500ms}\n")
+	follow(a, PlanSource{URL: serve(good), TLS: roots.Config("prober-matrix.prober.svc"), Wait: 2 * time.Second})
+
+	other, err := tlsfiles.NewRoots(tlsfilestest.Write(t, t.TempDir(), "prober-matrix.prober.svc").CA, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := &planServer{changed: make(chan struct{}), plan: plan}
+	b, baseB := loopbackAgent(t, "name: a1\nclass: node\nlisten: 127.0.0.1:0\nprobing: {protocols: [tcp_syn], interval: 100ms, timeout: 500ms}\n")
+	follow(b, PlanSource{URL: serve(bad), TLS: other.Config("prober-matrix.prober.svc"), Wait: 2 * time.Second})
+
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Equal(targetsOf(base), []string{"t1"}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("over TLS with the matrix's CA: targets %v after 5s, want [t1]", targetsOf(base))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // the other agent's first tries have failed by now
+	bad.mu.Lock()
+	polls := len(bad.polls)
+	bad.mu.Unlock()
+	if got := targetsOf(baseB); len(got) != 0 || polls != 0 {
+		t.Errorf("with another CA: targets %v, %d requests reached the matrix; want none", got, polls)
 	}
 }

@@ -34,12 +34,41 @@ const DefaultDeadAfter = probe.DefaultHTTP2DeadAfter
 // block): HTTP/2 by ALPN and HTTP/1.1, instead of cleartext HTTP/1.1 and
 // h2c. Either certFile and keyFile, or selfSigned: true for a pair
 // generated at start (hosts: extra names or addresses for it, beside the
-// listen address). Certificates are read once, at start.
+// listen address); an agent reads them once, at start. The matrix's tls
+// block takes certFile and keyFile only (config.Matrix.TLS).
 type ServerTLS struct {
 	CertFile   string   `json:"certFile,omitempty"`
 	KeyFile    string   `json:"keyFile,omitempty"`
 	SelfSigned bool     `json:"selfSigned,omitempty"`
 	Hosts      []string `json:"hosts,omitempty"`
+}
+
+// validate checks the block for the agent and the matrix, reading the
+// files so that --check reports a missing or mismatched one.
+func (s *ServerTLS) validate(bad func(field, format string, args ...any)) {
+	switch {
+	case s.SelfSigned && (s.CertFile != "" || s.KeyFile != ""):
+		bad("tls", "set certFile and keyFile, or selfSigned: true, not both")
+	case s.SelfSigned:
+	case s.CertFile == "" && s.KeyFile == "":
+		bad("tls", "set certFile and keyFile, or selfSigned: true for a generated pair")
+	case s.CertFile == "":
+		bad("tls.certFile", "required with tls.keyFile")
+	case s.KeyFile == "":
+		bad("tls.keyFile", "required with tls.certFile")
+	default:
+		if _, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile); err != nil {
+			bad("tls.certFile", "%s with keyFile %s: %v", s.CertFile, s.KeyFile, err)
+		}
+	}
+	if len(s.Hosts) > 0 && !s.SelfSigned {
+		bad("tls.hosts", "only for selfSigned: true (a certificate file names its own hosts)")
+	}
+	for i, h := range s.Hosts {
+		if h == "" {
+			bad(fmt.Sprintf("tls.hosts[%d]", i), "empty")
+		}
+	}
 }
 
 func (c *Agent) setHTTP2Defaults() {
@@ -70,29 +99,7 @@ func (c *Agent) validateHTTP2(bad func(field, format string, args ...any)) {
 		bad(field, format, args...)
 	})
 	if s := c.TLS; s != nil {
-		switch {
-		case s.SelfSigned && (s.CertFile != "" || s.KeyFile != ""):
-			bad("tls", "set certFile and keyFile, or selfSigned: true, not both")
-		case s.SelfSigned:
-		case s.CertFile == "" && s.KeyFile == "":
-			bad("tls", "set certFile and keyFile, or selfSigned: true for a generated pair")
-		case s.CertFile == "":
-			bad("tls.certFile", "required with tls.keyFile")
-		case s.KeyFile == "":
-			bad("tls.keyFile", "required with tls.certFile")
-		default:
-			if _, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile); err != nil {
-				bad("tls.certFile", "%s with keyFile %s: %v", s.CertFile, s.KeyFile, err)
-			}
-		}
-		if len(s.Hosts) > 0 && !s.SelfSigned {
-			bad("tls.hosts", "only for selfSigned: true (a certificate file names its own hosts)")
-		}
-		for i, h := range s.Hosts {
-			if h == "" {
-				bad(fmt.Sprintf("tls.hosts[%d]", i), "empty")
-			}
-		}
+		s.validate(bad)
 	}
 	for i, t := range c.Targets {
 		f := fmt.Sprintf("targets[%d]", i)

@@ -55,6 +55,12 @@ type Kubernetes struct {
 	// empty means the prober-matrix Service of Namespace (see MatrixURL).
 	// Agents only.
 	Matrix string `json:"matrix,omitempty"`
+	// MatrixCAFile holds the PEM CAs that verify the matrix's certificate:
+	// set, the agent follows the matrix over TLS (https), by default at
+	// the Service's DNS name, whatever address it dials. Empty: plain
+	// HTTP, unless kubernetes.matrix is an https URL (verified with the
+	// system's CAs). Agents only.
+	MatrixCAFile string `json:"matrixCAFile,omitempty"`
 	// APIServerCAFile holds the PEM CAs that verify the API server when
 	// node agents ping it over TLS (http2_ping) through the kubernetes
 	// Service and apiServerLB; empty means DefaultAPIServerCAFile (see
@@ -208,16 +214,34 @@ func (k *Kubernetes) SetDefaults() {
 // MatrixURL is the matrix's base URL for an agent: kubernetes.matrix,
 // else the prober-matrix Service of the namespace by the address the
 // kubelet put in the pod's environment (no DNS needed, which a
-// hostNetwork pod may lack), else by its DNS name.
+// hostNetwork pod may lack), else by its DNS name; https when
+// matrixCAFile is set.
 func (k *Kubernetes) MatrixURL(getenv func(string) string) string {
 	if k.Matrix != "" {
 		return strings.TrimSuffix(k.Matrix, "/")
 	}
+	scheme := "http"
+	if k.MatrixCAFile != "" {
+		scheme = "https"
+	}
 	env := strings.ToUpper(strings.ReplaceAll(MatrixService, "-", "_"))
 	if host, port := getenv(env+"_SERVICE_HOST"), getenv(env+"_SERVICE_PORT"); host != "" && port != "" {
-		return "http://" + net.JoinHostPort(host, port)
+		return scheme + "://" + net.JoinHostPort(host, port)
 	}
-	return fmt.Sprintf("http://%s.%s.svc:%d", MatrixService, k.Namespace, DefaultMatrixPort)
+	return fmt.Sprintf("%s://%s:%d", scheme, k.MatrixServerName(), DefaultMatrixPort)
+}
+
+// MatrixServerName is the name the matrix's certificate is verified
+// for: kubernetes.matrix's host, else the Service's DNS name (the
+// agent may dial its ClusterIP, which no certificate made before the
+// Service can name).
+func (k *Kubernetes) MatrixServerName() string {
+	if k.Matrix != "" {
+		if u, err := url.Parse(k.Matrix); err == nil {
+			return u.Hostname()
+		}
+	}
+	return fmt.Sprintf("%s.%s.svc", MatrixService, k.Namespace)
 }
 
 // APIServerCA is the file of CAs that verify the API server:
@@ -310,6 +334,14 @@ func (k *Kubernetes) validateAgent(bad func(field, format string, args ...any)) 
 			bad("kubernetes.apiServerCAFile", "%v", err)
 		}
 	}
+	if k.MatrixCAFile != "" {
+		if err := checkCAFile(k.MatrixCAFile); err != nil {
+			bad("kubernetes.matrixCAFile", "%v", err)
+		}
+		if strings.HasPrefix(k.Matrix, "http://") {
+			bad("kubernetes.matrixCAFile", "verifies the matrix over TLS, but kubernetes.matrix %q is plain http: make it https, or drop matrixCAFile to follow in the clear", k.Matrix)
+		}
+	}
 }
 
 // validateMatrix checks the matrix's kubernetes block; SetDefaults has run.
@@ -323,8 +355,8 @@ func (k *Kubernetes) validateMatrix(bad func(field, format string, args ...any))
 			bad("kubernetes.apiServerLB", "%q is not an IPv4:port such as 203.0.113.10:6443", k.APIServerLB)
 		}
 	}
-	if k.Matrix != "" || k.APIServerCAFile != "" || k.TokenFile != "" {
-		bad("kubernetes", "matrix, apiServerCAFile and tokenFile are agents' settings; the matrix config takes none of them")
+	if k.Matrix != "" || k.APIServerCAFile != "" || k.TokenFile != "" || k.MatrixCAFile != "" {
+		bad("kubernetes", "matrix, matrixCAFile, apiServerCAFile and tokenFile are agents' settings; the matrix config takes none of them")
 	}
 	if k.AgentAuth != AgentAuthToken && k.AgentAuth != AgentAuthNone {
 		bad("kubernetes.agentAuth", "%q not one of %s, %s", k.AgentAuth, AgentAuthToken, AgentAuthNone)

@@ -72,9 +72,34 @@ func TestMatrixURL(t *testing.T) {
 	if got := k.MatrixURL(func(string) string { return "" }); got != "http://prober-matrix.mon.svc:9809" {
 		t.Errorf("without the environment: %s", got)
 	}
+	// With the matrix's CA: https, verified for the Service's name
+	// whatever address is dialled.
+	k.MatrixCAFile = "testdata/tls/cert.pem"
+	if got := k.MatrixURL(func(k string) string { return env[k] }); got != "https://198.51.100.9:9809" || k.MatrixServerName() != "prober-matrix.mon.svc" {
+		t.Errorf("with matrixCAFile: %s for %s", got, k.MatrixServerName())
+	}
 	k.Matrix = "https://m.example:1/"
-	if got := k.MatrixURL(func(k string) string { return env[k] }); got != "https://m.example:1" {
-		t.Errorf("configured: %s", got)
+	if got := k.MatrixURL(func(k string) string { return env[k] }); got != "https://m.example:1" || k.MatrixServerName() != "m.example" {
+		t.Errorf("configured: %s for %s", got, k.MatrixServerName())
+	}
+}
+
+// TestMatrixCAFile: read at --check, and refused beside a plain-http
+// matrix URL, where it would verify nothing.
+func TestMatrixCAFile(t *testing.T) {
+	t.Parallel()
+	const base = "class: pod\nlisten: 0.0.0.0:9808\ndiscovery: kubernetes\n"
+	if _, err := ParseAgent("a.yaml", []byte(base+"kubernetes: {matrixCAFile: testdata/tls/cert.pem, matrix: \"https://m.example:1\"}\n")); err != nil {
+		t.Errorf("https with a CA: %v", err)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"kubernetes: {matrixCAFile: testdata/tls/none.pem}", "kubernetes.matrixCAFile: open testdata/tls/none.pem"},
+		{"kubernetes: {matrixCAFile: testdata/tls/key.pem}", "kubernetes.matrixCAFile: testdata/tls/key.pem: no PEM certificate"},
+		{"kubernetes: {matrixCAFile: testdata/tls/cert.pem, matrix: \"http://m.example:1\"}", "is plain http"},
+	} {
+		if _, err := ParseAgent("a.yaml", []byte(base+tc.yaml+"\n")); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.yaml, err, tc.want)
+		}
 	}
 }
 

@@ -55,7 +55,12 @@ type Matrix struct {
 	// rebinds its own name to the matrix (through an operator's
 	// kubectl port-forward) cannot read it or trace.
 	Hosts []string `json:"hosts,omitempty"`
-	Log   string   `json:"log,omitempty"`
+	// TLS serves every endpoint (the agents' plans and pull keys, the
+	// page, /metrics) over TLS with certFile and keyFile (a
+	// kubernetes.io/tls Secret's tls.crt and tls.key), re-read when they
+	// change, so a renewed Secret needs no restart; unset: plain HTTP.
+	TLS *ServerTLS `json:"tls,omitempty"`
+	Log string     `json:"log,omitempty"`
 }
 
 // MatrixThresholds mirror matrix.Thresholds; zero takes
@@ -218,6 +223,13 @@ func (c *Matrix) Validate() error {
 	for i, h := range c.Hosts {
 		if !validHostName(strings.TrimPrefix(h, "*.")) {
 			bad(fmt.Sprintf("hosts[%d]", i), "%q is not a DNS name such as matrix.example.com or *.example.com (no scheme, port or path)", h)
+		}
+	}
+	if t := c.TLS; t != nil {
+		if t.SelfSigned || len(t.Hosts) > 0 {
+			bad("tls", "certFile and keyFile only: agents cannot verify a self-signed matrix (the chart makes a CA and its certificate; docs/security.md)")
+		} else {
+			t.validate(bad)
 		}
 	}
 	if c.Log != "json" && c.Log != "text" {

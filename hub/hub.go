@@ -24,6 +24,7 @@ import (
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/httpguard"
 	"github.com/netprober/prober/matrix"
+	"github.com/netprober/prober/tlsfiles"
 )
 
 // Hub runs the matrix process.
@@ -154,6 +155,16 @@ func New(cfg *config.Matrix, logger *slog.Logger, opts Options) (*Hub, error) {
 	h.guard = httpguard.New(h.ln, serverLimits(), h.reg, "the matrix's")
 	h.ln = h.guard
 	h.srv = h.newServer()
+	if t := cfg.TLS; t != nil {
+		certs, err := tlsfiles.NewServer(t.CertFile, t.KeyFile, func(err error) {
+			logger.Error("the renewed certificate does not load; the last good one serves on", "err", err)
+		})
+		if err != nil {
+			h.ln.Close()
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		h.srv.TLSConfig = certs.Config()
+	}
 	return h, nil
 }
 
@@ -168,7 +179,12 @@ func (h *Hub) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return h.guard.Run(gctx) })
 	g.Go(func() error {
-		if err := h.srv.Serve(h.ln); !errors.Is(err, http.ErrServerClosed) {
+		serve := h.srv.Serve
+		if h.srv.TLSConfig != nil {
+			// ServeTLS offers HTTP/2 by ALPN, as Serve offers HTTP/1.1.
+			serve = func(ln net.Listener) error { return h.srv.ServeTLS(ln, "", "") }
+		}
+		if err := serve(h.ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http serve: %w", err)
 		}
 		return nil
@@ -195,7 +211,7 @@ func (h *Hub) Run(ctx context.Context) error {
 			}
 		}
 	})
-	h.log.Info("matrix started", "listen", h.ln.Addr().String(), "agents", len(h.agentURLs()),
+	h.log.Info("matrix started", "listen", h.ln.Addr().String(), "tls", h.srv.TLSConfig != nil, "agents", len(h.agentURLs()),
 		"group_by", h.cfg.GroupBy, "interval", h.cfg.Interval.D().String())
 	return g.Wait()
 }

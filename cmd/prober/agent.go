@@ -30,7 +30,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		debug.SetGCPercent(pct)
 	}
 	log := newLogger(cfg.Log, cc.level, stderr)
-	src, err := planSource(cfg, os.Getenv)
+	src, err := planSource(cfg, os.Getenv, log)
 	if err != nil {
 		log.Error("agent start", "err", err)
 		return exitRuntime

@@ -13,6 +13,7 @@ import (
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/peers"
 	"github.com/netprober/prober/probe"
+	"github.com/netprober/prober/tlsfiles"
 )
 
 // planSource prepares an agent in a cluster: nil for static targets. It
@@ -22,7 +23,7 @@ import (
 // address (POD_IP, the node's IP under hostNetwork) when listen is
 // unspecified; the targets come from the matrix's plan. The agent holds no
 // API credentials and talks to no API server.
-func planSource(cfg *config.Agent, getenv func(string) string) (*agent.PlanSource, error) {
+func planSource(cfg *config.Agent, getenv func(string) string, log *slog.Logger) (*agent.PlanSource, error) {
 	if !cfg.KubernetesDiscovery() {
 		return nil, nil
 	}
@@ -57,7 +58,17 @@ func planSource(cfg *config.Agent, getenv func(string) string) (*agent.PlanSourc
 			return nil, err
 		}
 	}
-	return &agent.PlanSource{URL: k.MatrixURL(getenv), APIServerCAFile: k.APIServerCA(), Labels: cfg.Labels, TokenFile: k.TokenFile}, nil
+	src := &agent.PlanSource{URL: k.MatrixURL(getenv), APIServerCAFile: k.APIServerCA(), Labels: cfg.Labels, TokenFile: k.TokenFile}
+	if k.MatrixCAFile != "" {
+		roots, err := tlsfiles.NewRoots(k.MatrixCAFile, func(err error) {
+			log.Error("kubernetes.matrixCAFile changed and does not load; the last good CAs verify the matrix", "err", err)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes.matrixCAFile: %w", err)
+		}
+		src.TLS = roots.Config(k.MatrixServerName())
+	}
+	return src, nil
 }
 
 // runAgentWith probes until ctx ends, following the matrix's plan when
