@@ -85,3 +85,59 @@ func TestFollowAuthenticates(t *testing.T) {
 		}
 	}
 }
+
+// TestPullSigned: a request signed with the key is served once; the same
+// request again (read off the wire), one signed for another path, with
+// another key or outside the window is refused.
+func TestPullSigned(t *testing.T) {
+	clock := time.Unix(1_800_000_000, 0)
+	k := &pullKey{now: func() time.Time { return clock }}
+	k.required.Store(true)
+	k.set("key-1")
+	served := 0
+	h := k.guard(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }))
+	do := func(auth, method, uri string) int {
+		req := httptest.NewRequest(method, uri, nil)
+		req.Header.Set("Authorization", auth)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	obs := api.ObservationsPath
+	signed := api.SignPull("key-1", http.MethodGet, obs, clock)
+	if c := do(signed, http.MethodGet, obs); c != http.StatusOK {
+		t.Fatalf("signed pull: %d", c)
+	}
+	if c := do(signed, http.MethodGet, obs); c != http.StatusUnauthorized {
+		t.Errorf("the same signed pull again: %d, want 401", c)
+	}
+	trace := api.TracePath + "?target=n21&family=ipv4"
+	for name, tc := range map[string]struct{ auth, method, uri string }{
+		"another path":  {api.SignPull("key-1", http.MethodGet, obs, clock.Add(1)), http.MethodPost, trace},
+		"another query": {api.SignPull("key-1", http.MethodPost, trace, clock.Add(2)), http.MethodPost, api.TracePath + "?target=n22&family=ipv4"},
+		"another key":   {api.SignPull("key-2", http.MethodGet, obs, clock.Add(3)), http.MethodGet, obs},
+		"stale":         {api.SignPull("key-1", http.MethodGet, obs, clock.Add(-api.PullWindow-time.Second)), http.MethodGet, obs},
+	} {
+		if c := do(tc.auth, tc.method, tc.uri); c != http.StatusUnauthorized {
+			t.Errorf("%s: %d, want 401", name, c)
+		}
+	}
+	if c := do(api.SignPull("key-1", http.MethodPost, trace, clock.Add(4)), http.MethodPost, trace); c != http.StatusOK {
+		t.Errorf("a signed trace: %d", c)
+	}
+	if served != 2 {
+		t.Errorf("served %d requests, want the 2 signed ones", served)
+	}
+	// The replay check is bounded: old entries expire, and a flood of
+	// signed requests (only the key's holder can make them) is capped.
+	for i := range maxSeen + 10 {
+		do(api.SignPull("key-1", http.MethodGet, obs, clock.Add(time.Duration(10+i))), http.MethodGet, obs)
+	}
+	if len(k.seen) > maxSeen {
+		t.Errorf("%d requests remembered, want at most %d", len(k.seen), maxSeen)
+	}
+	clock = clock.Add(3 * api.PullWindow)
+	if c := do(api.SignPull("key-1", http.MethodGet, obs, clock), http.MethodGet, obs); c != http.StatusOK || len(k.seen) != 1 {
+		t.Errorf("after the window: %d with %d remembered, want 200 and the expired ones dropped", c, len(k.seen))
+	}
+}

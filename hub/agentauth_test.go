@@ -25,9 +25,10 @@ import (
 // pulls the agent; another agent's key differs. (Tokens are checked
 // against a real API server in peers' TestKubeAgentAuth.)
 func TestPullsCarryTheAgentsKey(t *testing.T) {
-	var saw atomic.Value
+	var saw, sawURI atomic.Value
 	agentSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		saw.Store(r.Header.Get("Authorization"))
+		sawURI.Store(r.Method + " " + r.URL.RequestURI())
 		writeObs(w, report("n11", "r1", map[string]string{"n21": "r2"}, 100, 0))
 	}))
 	t.Cleanup(agentSrv.Close)
@@ -70,8 +71,18 @@ func TestPullsCarryTheAgentsKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	h.Round(ctx)
-	if got, _ := saw.Load().(string); got != "Bearer "+k11 {
-		t.Errorf("the pull of n11 carried %q, want its key", got)
+	// Signed with the key, never the key itself (TLS guards only the
+	// long-poll that hands it out).
+	got, _ := saw.Load().(string)
+	method, uri, _ := strings.Cut(sawURI.Load().(string), " ")
+	if strings.Contains(got, k11) {
+		t.Errorf("the pull of n11 carried its key in the clear: %q", got)
+	}
+	if _, ok := api.VerifyPull(k11, got, method, uri, time.Now()); !ok {
+		t.Errorf("the pull of n11 carried %q, not signed with its key", got)
+	}
+	if _, ok := api.VerifyPull(k21, got, method, uri, time.Now()); ok {
+		t.Error("the pull of n11 verifies with n21's key")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -63,6 +64,9 @@ func (h *Hub) newServer() *http.Server {
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
+		// Failed handshakes (a scanner, a plain-HTTP client) are the
+		// client's; logged at debug, in the matrix's format.
+		ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 	}
 }
 

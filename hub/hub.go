@@ -369,7 +369,7 @@ func (h *Hub) fetch(ctx context.Context, base, name string) (*api.Observations, 
 	}
 	req.Header.Set("User-Agent", buildinfo.UserAgent("matrix"))
 	if h.auth != nil && name != "" {
-		req.Header.Set("Authorization", "Bearer "+h.auth.pullKey(name))
+		req.Header.Set("Authorization", api.SignPull(h.auth.pullKey(name), req.Method, req.URL.RequestURI(), h.now()))
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {

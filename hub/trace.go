@@ -135,7 +135,7 @@ func (h *Hub) askTrace(ctx context.Context, base string, p matrix.Pair, large bo
 	req.Header.Set("User-Agent", buildinfo.UserAgent("matrix"))
 	req.Header.Set(api.TraceHeader, "1")
 	if h.auth != nil {
-		req.Header.Set("Authorization", "Bearer "+h.auth.pullKey(p.Agent))
+		req.Header.Set("Authorization", api.SignPull(h.auth.pullKey(p.Agent), req.Method, req.URL.RequestURI(), h.now()))
 	}
 	c := &http.Client{Transport: h.client.Transport, Timeout: traceTimeout, CheckRedirect: h.client.CheckRedirect}
 	resp, err := c.Do(req)
