@@ -2,11 +2,13 @@ package peers
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"strings"
@@ -34,7 +36,8 @@ const MatrixSelector = "app.kubernetes.io/name=prober,app.kubernetes.io/componen
 type MatrixClient struct {
 	// Namespace and Pod are the matrix pod forwarded to.
 	Namespace, Pod string
-	// Base is the forward's local URL, http://127.0.0.1:PORT.
+	// Base is the forward's local URL, http://127.0.0.1:PORT, or https
+	// when the matrix serves TLS.
 	Base     *url.URL
 	client   *http.Client
 	stop     chan struct{}
@@ -67,7 +70,7 @@ func DialMatrix(ctx context.Context, o KubeconfigOptions, userAgent, address str
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	pod, podPort, err := matrixPod(ctx, cs, o.Namespace)
+	pod, podPort, scheme, err := matrixPod(ctx, cs, o.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -80,8 +83,15 @@ func DialMatrix(ctx context.Context, o KubeconfigOptions, userAgent, address str
 	if err != nil {
 		return nil, fmt.Errorf("port-forward to %s/%s: %w", o.Namespace, pod, err)
 	}
+	tr := &http.Transport{Proxy: nil}
+	if scheme == "https" {
+		// The forward reaches this pod through the API server, which
+		// authenticated both ends: the pod's certificate, made for its
+		// Service's names and not for 127.0.0.1, adds nothing to check.
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true}
+	}
 	c := &MatrixClient{Namespace: o.Namespace, Pod: pod, stop: stop, ended: make(chan struct{}),
-		client: &http.Client{Transport: &http.Transport{Proxy: nil}}}
+		client: &http.Client{Transport: tr}}
 	go func() {
 		c.err = fw.ForwardPorts()
 		close(c.ended)
@@ -99,7 +109,7 @@ func DialMatrix(ctx context.Context, o KubeconfigOptions, userAgent, address str
 		c.Close()
 		return nil, fmt.Errorf("port-forward to %s/%s: no local port (%v)", o.Namespace, pod, err)
 	}
-	c.Base = &url.URL{Scheme: "http", Host: joinHostPort(address, int(ports[0].Local))}
+	c.Base = &url.URL{Scheme: scheme, Host: joinHostPort(address, int(ports[0].Local))}
 	return c, nil
 }
 
@@ -110,32 +120,32 @@ func joinHostPort(host string, port int) string {
 	return host + ":" + strconv.Itoa(port)
 }
 
-// matrixPod is a Ready matrix pod of namespace ns and its HTTP port.
-func matrixPod(ctx context.Context, cs kubernetes.Interface, ns string) (string, int, error) {
+// matrixPod is a Ready matrix pod of namespace ns, its HTTP port and
+// the port's scheme: the chart names it https when the matrix serves TLS.
+func matrixPod(ctx context.Context, cs kubernetes.Interface, ns string) (pod string, port int, scheme string, err error) {
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	pods, err := cs.CoreV1().Pods(ns).List(lctx, metav1.ListOptions{LabelSelector: MatrixSelector, Limit: 50})
 	if err != nil {
-		return "", 0, fmt.Errorf("list the matrix's pods in namespace %s: %w", ns, err)
+		return "", 0, "", fmt.Errorf("list the matrix's pods in namespace %s: %w", ns, err)
 	}
 	for _, p := range pods.Items {
 		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || !podReady(p) {
 			continue
 		}
-		port := 0
 		for _, c := range p.Spec.Containers {
 			for _, cp := range c.Ports {
-				if cp.Name == "http" {
-					port = int(cp.ContainerPort)
+				if cp.Name == "http" || cp.Name == "https" {
+					port, scheme = int(cp.ContainerPort), cp.Name
 				}
 			}
 		}
 		if port == 0 {
-			return "", 0, fmt.Errorf("matrix pod %s/%s has no container port named http", ns, p.Name)
+			return "", 0, "", fmt.Errorf("matrix pod %s/%s has no container port named http or https", ns, p.Name)
 		}
-		return p.Name, port, nil
+		return p.Name, port, scheme, nil
 	}
-	return "", 0, fmt.Errorf("no Ready matrix pod in namespace %s (%d found; kubectl -n %s get pods -l %s; -n for another namespace)", ns, len(pods.Items), ns, MatrixSelector)
+	return "", 0, "", fmt.Errorf("no Ready matrix pod in namespace %s (%d found; kubectl -n %s get pods -l %s; -n for another namespace)", ns, len(pods.Items), ns, MatrixSelector)
 }
 
 func podReady(p corev1.Pod) bool {
@@ -247,4 +257,17 @@ func (c *MatrixClient) Call(ctx context.Context, method, path string, query url.
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// Proxy serves the matrix to a browser on loopback in plain HTTP, as
+// the forward does for a matrix without TLS: requests keep their Host,
+// which the matrix checks, and go to the forward over TLS.
+func (c *MatrixClient) Proxy() http.Handler {
+	return &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(c.Base)
+			r.Out.Host = r.In.Host
+		},
+		Transport: c.client.Transport,
+	}
 }

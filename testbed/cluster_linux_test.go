@@ -2,7 +2,9 @@ package testbed_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -24,6 +26,7 @@ import (
 	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/peers/peerstest"
 	"github.com/netprober/prober/testbed"
+	"github.com/netprober/prober/tlsfiles"
 )
 
 // clusterRun is TestCluster's cluster with prober deployed on it.
@@ -134,7 +137,7 @@ func TestCluster(t *testing.T) {
 		}
 	}
 	t.Logf("every prober pod Ready %v after kubectl apply", time.Since(applied).Round(time.Second))
-	r := &clusterRun{t: t, c: c, matrix: testbed.MatrixClient{Client: c.HTTPClient(5 * time.Second)}, plugins: pluginDir(t, dir, bin["prober"])}
+	r := &clusterRun{t: t, c: c, matrix: testbed.MatrixClient{Client: matrixClient(ctx, t, c, dir)}, plugins: pluginDir(t, dir, bin["prober"])}
 	defer func() {
 		for _, f := range r.failed {
 			t.Logf("failed: %s", f)
@@ -146,6 +149,7 @@ func TestCluster(t *testing.T) {
 	r.waitAgents(ctx, t, "the matrix to see every agent")
 	r.noAgentToken(ctx, t)
 	r.guarded(ctx, t)
+	r.noPlainHTTP(ctx, t)
 	r.completePlan(ctx, t)
 
 	prom := r.startPrometheus(ctx, kube, dir)
@@ -358,8 +362,9 @@ type matrixPod struct {
 	ready, deleting bool
 }
 
-// url is the base URL of the replica's endpoints.
-func (p matrixPod) url() string { return "http://" + net.JoinHostPort(p.ip, "9809") }
+// url is the base URL of the replica's endpoints: TLS, the chart's
+// default.
+func (p matrixPod) url() string { return "https://" + net.JoinHostPort(p.ip, "9809") }
 
 // matrixPods lists the matrix's replicas.
 func (r *clusterRun) matrixPods(ctx context.Context) ([]matrixPod, error) {
@@ -508,6 +513,52 @@ func (r *clusterRun) guarded(ctx context.Context, t *testing.T) {
 	}
 	if checked == 0 {
 		t.Error("no agent pulled: nothing to check")
+	}
+}
+
+// matrixClient reaches the matrix as the agents do: over TLS, verified
+// for the Service's name (whatever pod address is dialled) with the CA
+// the chart made, read from its Secret. Plain-HTTP agents' URLs go
+// through it too.
+func matrixClient(ctx context.Context, t *testing.T, c *testbed.Cluster, dir string) *http.Client {
+	t.Helper()
+	out, err := c.Kubectl(ctx, "-n", "prober", "get", "secret", "prober-matrix-tls", "-o", `jsonpath={.data.ca\.crt}`)
+	if err != nil {
+		t.Fatalf("the matrix's CA: %v\n%s", err, out)
+	}
+	ca, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("the matrix's CA: %v", err)
+	}
+	file := filepath.Join(dir, "prober-matrix-ca.crt")
+	if err := os.WriteFile(file, ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	roots, err := tlsfiles.NewRoots(file, nil)
+	if err != nil {
+		t.Fatalf("the matrix's CA from Secret prober-matrix-tls: %v", err)
+	}
+	hc := c.HTTPClient(5 * time.Second)
+	hc.Transport.(*http.Transport).TLSClientConfig = roots.Config("prober-matrix.prober.svc")
+	return hc
+}
+
+// noPlainHTTP: the matrix answers plain HTTP with an error, not its
+// endpoints: the agents' plans and pull keys cross the network only in
+// TLS.
+func (r *clusterRun) noPlainHTTP(ctx context.Context, t *testing.T) {
+	t.Helper()
+	u := "http" + strings.TrimPrefix(r.matrix.Base, "https") + api.DiagnosisPath
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	resp, err := r.c.HTTPClient(5 * time.Second).Do(req)
+	if err != nil {
+		r.errorf(t, "GET %s: %v", u, err)
+		return
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || strings.Contains(string(body), "suspects") {
+		r.errorf(t, "GET %s in plain HTTP: %s %.200q; want 400 and no diagnosis", u, resp.Status, body)
 	}
 }
 

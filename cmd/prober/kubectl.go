@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -366,8 +367,9 @@ func kubectlTrace(ctx context.Context, kc kubectlContext, args []string) int {
 	return exitOK
 }
 
-// kubectlPage forwards a loopback port to the matrix pod, prints the
-// page's URL and keeps the forward until interrupted.
+// kubectlPage serves the matrix page on a loopback port, proxied
+// through a port-forward to the matrix pod, prints its URL and keeps
+// both until interrupted.
 func kubectlPage(ctx context.Context, kc kubectlContext, args []string) int {
 	port := kc.fs.Int("port", 0, "the local port (0: any free one)")
 	address := kc.fs.String("address", "127.0.0.1", "the loopback address to listen on")
@@ -382,11 +384,23 @@ func kubectlPage(ctx context.Context, kc kubectlContext, args []string) int {
 		fmt.Fprintf(kc.stderr, "%s: --port %d not in 0..65535\n", kc.name, *port)
 		return exitUsage
 	}
-	c, err := kc.dial(ctx, *address, *port)
+	// The page is served here, in plain HTTP on loopback, and proxied
+	// through the forward (on a port of its own): a matrix serving TLS
+	// has a certificate no browser knows, for names that are not
+	// 127.0.0.1, and one without TLS is reached the same way.
+	c, err := kc.dial(ctx, *address, 0)
 	if err != nil {
 		return kc.fail(err)
 	}
-	fmt.Fprintf(kc.stdout, "the matrix page (%s/%s): %s/ (Ctrl-C to stop)\n", c.Namespace, c.Pod, c.Base)
+	ln, err := net.Listen("tcp", net.JoinHostPort(*address, strconv.Itoa(*port)))
+	if err != nil {
+		c.Close()
+		return kc.fail(err)
+	}
+	srv := &http.Server{Handler: c.Proxy(), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	fmt.Fprintf(kc.stdout, "the matrix page (%s/%s): http://%s/ (Ctrl-C to stop)\n", c.Namespace, c.Pod, ln.Addr())
 	if err := c.Wait(ctx); err != nil {
 		return kc.fail(err)
 	}
