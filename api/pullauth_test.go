@@ -42,3 +42,13 @@ func TestPullAuth(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkPullAuth(b *testing.B) {
+	now := time.Unix(1_800_000_000, 0)
+	for range b.N {
+		h := SignPull("0123456789abcdef0123456789abcdef0123456789ab", "GET", "/api/v1/observations", now)
+		if _, ok := VerifyPull("0123456789abcdef0123456789abcdef0123456789ab", h, "GET", "/api/v1/observations", now); !ok {
+			b.Fatal("refused")
+		}
+	}
+}
