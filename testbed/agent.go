@@ -147,7 +147,10 @@ func (a *Agent) Close() error {
 // agentClient returns a client that reaches an agent configured by c
 // from inside namespace ns, and the agent's base URL.
 func agentClient(ns string, c *config.Agent) (*http.Client, string) {
-	client := lab.HTTPClient(ns, 2*time.Second)
+	// 5 s: at a load average of 25 (CI beside other jobs) an agent took
+	// over 2 s to answer the harness, which failed a scenario that was
+	// localizing right.
+	client := lab.HTTPClient(ns, 5*time.Second)
 	listen := c.Listen
 	if ap, err := netip.ParseAddrPort(listen); err == nil && ap.Addr().IsUnspecified() {
 		listen = netip.AddrPortFrom(c.SourceAddr(), ap.Port()).String()
