@@ -44,7 +44,7 @@ deps:
 # The packages whose goroutines share state (probes, windows, the plan's
 # long-polls, discovery) run under the race detector (it needs cgo: gcc);
 # the rest, the scenario and cluster suites, at full speed.
-RACE := agent api config hub lab peers plan probe
+RACE := agent api config hub lab peers plan probe tlsfiles
 RACE_PKGS := $(RACE:%=./%/...)
 empty :=
 RACE_RE := $(subst $(empty) $(empty),|,$(RACE))
