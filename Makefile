@@ -17,10 +17,12 @@ all: build
 
 # build also writes bin/kubectl-prober, the same binary under the name
 # kubectl runs its prober plugin by (`kubectl prober status`): put bin/ on
-# PATH, or copy it there.
+# PATH, or copy it there; and bin/prober-agent, `prober agent` alone
+# without the Kubernetes client, which the DaemonSets run.
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/prober
 	ln -f $(BIN) $(dir $(BIN))kubectl-prober
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(dir $(BIN))prober-agent ./cmd/prober-agent
 
 # pause is the sandbox binary of the real cluster's pods (testbed/pause).
 pause:

@@ -12,6 +12,17 @@ const (
 	ClassLB   = "lb"
 )
 
+// Label keys a peer and an agent carry; the matrix groups and maps pods
+// to nodes by them.
+const (
+	LabelNode = "node"
+	LabelZone = "zone"
+	LabelRack = "rack"
+	// LabelReady is "unknown" on a node peer whose kubelet has gone
+	// silent; absent on Ready nodes.
+	LabelReady = "ready"
+)
+
 // Path classes: the source's class to the target's.
 const (
 	PathNodeToNode = "node_to_node"

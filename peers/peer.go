@@ -19,15 +19,12 @@ const (
 	ClassLB   = api.ClassLB
 )
 
-// Label keys a Peer carries; the matrix groups and maps pods to nodes by
-// them.
+// Label keys a Peer carries: api's (LabelReady: see nodePeer).
 const (
-	LabelNode = "node"
-	LabelZone = "zone"
-	LabelRack = "rack"
-	// LabelReady is "unknown" on a node peer whose kubelet has gone
-	// silent (see nodePeer); absent on Ready nodes.
-	LabelReady = "ready"
+	LabelNode  = api.LabelNode
+	LabelZone  = api.LabelZone
+	LabelRack  = api.LabelRack
+	LabelReady = api.LabelReady
 )
 
 // Well-known Kubernetes names discovery reads.

@@ -103,6 +103,9 @@ type Prober struct {
 	// Path is a build of ./cmd/prober, or a test binary that acts as
 	// prober when Env says so.
 	Path string
+	// Agent, when set, is a build of ./cmd/prober-agent, which agents
+	// then run instead of Path's `agent` subcommand, as the DaemonSets do.
+	Agent string
 	// Env is added to its environment (cmd/prober's tests:
 	// PROBER_TEST_AS_MAIN=1).
 	Env []string

@@ -27,8 +27,12 @@ func StartAgent(ctx context.Context, f *lab.Fabric, s AgentSpec) (*Agent, error)
 	if err != nil {
 		return nil, err
 	}
+	bin, args := s.Prober.Path, []string{"agent", "--config", path}
+	if s.Prober.Agent != "" {
+		bin, args = s.Prober.Agent, args[1:]
+	}
 	p, err := StartProcess(ctx, f, ProcessSpec{
-		Host: host, Name: "agent-" + name, Path: s.Prober.Path, Args: []string{"agent", "--config", path},
+		Host: host, Name: "agent-" + name, Path: bin, Args: args,
 		Env: s.Prober.Env, Dir: s.Dir,
 	})
 	if err != nil {

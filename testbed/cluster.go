@@ -30,9 +30,10 @@ type ClusterSpec struct {
 	// kube-scheduler, kubelet, kube-proxy, kubectl and coredns, the
 	// cluster's DNS (hack/kube/build.sh builds and caches them).
 	KubeDir string
-	// Prober and Pause are static binaries: the prober image's and the
-	// pods' sandbox image's (testbed/pause).
-	Prober, Pause string
+	// Prober, Agent and Pause are static binaries: the prober image's
+	// /prober and /prober-agent (cmd/prober-agent, which the DaemonSets
+	// run) and the pods' sandbox image's (testbed/pause).
+	Prober, Agent, Pause string
 	// Image names the prober image, ProberImage by default.
 	Image string
 	// Users are extra API users, each with a token and no groups (grant

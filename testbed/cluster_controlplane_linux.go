@@ -52,7 +52,7 @@ func (c *Cluster) prepare(ctx context.Context) error {
 		file string
 		spec ImageSpec
 	}{
-		{"prober.tar", ImageSpec{Ref: c.spec.Image, Files: []ImageFile{{From: c.spec.Prober, Path: "/prober"}}, Entrypoint: []string{"/prober"}}},
+		{"prober.tar", ImageSpec{Ref: c.spec.Image, Files: []ImageFile{{From: c.spec.Prober, Path: "/prober"}, {From: c.spec.Agent, Path: "/prober-agent"}}, Entrypoint: []string{"/prober"}}},
 		{"pause.tar", ImageSpec{Ref: PauseImage, Files: []ImageFile{{From: c.spec.Pause, Path: "/pause"}}, Entrypoint: []string{"/pause"}}},
 		{"coredns.tar", ImageSpec{Ref: CoreDNSImage, Files: []ImageFile{{From: filepath.Join(c.spec.KubeDir, "coredns"), Path: "/coredns"}}, Entrypoint: []string{"/coredns"}}},
 	} {

@@ -52,7 +52,7 @@ func StartCluster(ctx context.Context, spec ClusterSpec) (c *Cluster, err error)
 	if err := errors.Join(CheckClusterHost(), CheckClusterTools(spec.KubeDir)); err != nil {
 		return nil, err
 	}
-	for _, b := range []struct{ what, path string }{{"the prober binary", spec.Prober}, {"the pause binary", spec.Pause}} {
+	for _, b := range []struct{ what, path string }{{"the prober binary", spec.Prober}, {"the prober-agent binary", spec.Agent}, {"the pause binary", spec.Pause}} {
 		if st, err := os.Stat(b.path); err != nil || !st.Mode().IsRegular() {
 			return nil, fmt.Errorf("cluster: %s %q: not a file", b.what, b.path)
 		}

@@ -86,11 +86,11 @@ func TestCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 25*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	bin := buildStatic(t, dir, "./cmd/prober", "./testbed/pause")
+	bin := buildStatic(t, dir, "./cmd/prober", "./cmd/prober-agent", "./testbed/pause")
 	start := time.Now()
 	c, err := testbed.StartCluster(ctx, testbed.ClusterSpec{
 		Fabric:  lab.Spec{Prefix: labtest.Prefix(t), Spines: 2, Racks: 2, NodesPerRack: 2, Zones: 2, IPv6: dualStack, Overlay: overlay},
-		KubeDir: kube, Prober: bin["prober"], Pause: bin["pause"],
+		KubeDir: kube, Prober: bin["prober"], Agent: bin["prober-agent"], Pause: bin["pause"],
 		Users: []string{"prometheus"}, Out: testWriter{t},
 	})
 	if err != nil {

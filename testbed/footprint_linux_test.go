@@ -22,7 +22,7 @@ var (
 	footprintEnv = flag.String("footprint.env", "", "comma-separated VAR=value pairs for the measured agent's environment, such as GOMAXPROCS=1")
 	// Another rate tells the agent's cost per probe from its fixed cost.
 	footprintCap    = flag.Float64("footprint.cap", 0, "probing.maxProbesPerSecond for both agents instead of deploy/'s")
-	footprintProber = flag.String("footprint.prober", "", "a prober binary to run instead of a build of this checkout (an earlier commit's, for before and after)")
+	footprintProber = flag.String("footprint.prober", "", "a prober binary whose `prober agent` to run instead of a build of this checkout's prober-agent (an earlier commit's, for before and after)")
 )
 
 // footprintTargets is what an agent probes in a 5,000-node plan
@@ -31,7 +31,7 @@ var (
 const footprintTargets = 164
 
 // TestAgentFootprint measures the agent's resident memory and CPU at a
-// 5,000-node plan (issue 14): a built `prober agent` in lab node n11
+// 5,000-node plan (issue 14): a built prober-agent (the DaemonSets') in lab node n11
 // probes 164 addresses of n21 with the probing block of
 // deploy/daemonset.yaml's node.yaml (icmp, tcp_syn x 8 flows, http2_ping;
 // interval 1s, window 60s, 200 probes/s), while a second agent in n21
@@ -52,9 +52,9 @@ func TestAgentFootprint(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), warmup+*footprint+2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	bin := *footprintProber
-	if bin == "" {
-		bin = buildStatic(t, dir, "./cmd/prober")["prober"]
+	pr := testbed.Prober{Path: *footprintProber}
+	if pr.Path == "" {
+		pr.Agent = buildStatic(t, dir, "./cmd/prober-agent")["prober-agent"]
 	}
 	probing, err := testbed.DeployProbing(peerstest.RepoFile(t, "deploy/daemonset.yaml"))
 	if err != nil {
@@ -90,7 +90,7 @@ func TestAgentFootprint(t *testing.T) {
 		// Every added address answers, as its own peer would: listen on
 		// all of them, send from the node's own.
 		c.Listen, c.Source = fmt.Sprintf("0.0.0.0:%d", testbed.AgentPort), hosts[self].Addr.String()
-		pr := testbed.Prober{Path: bin}
+		pr := pr
 		if self == "n11" && *footprintEnv != "" {
 			pr.Env = strings.Split(*footprintEnv, ",")
 		}
@@ -150,6 +150,8 @@ func TestAgentFootprint(t *testing.T) {
 		"RSS %.1f MiB (anon %.1f, file %.1f; max %.1f, VmHWM %.1f), CPU %.2f s in %.0f s = %.1f millicores (%.2f%% of a core)",
 		envNote(), len(obs.Targets), probing.Protocols, probing.Flows, rate, lost, errs,
 		mib(last.RSS), mib(last.Anon), mib(last.File), mib(maxRSS), mib(last.PeakRSS), cpu.Seconds(), elapsed.Seconds(), millicores, millicores/10)
+	// One line a script reads (issue 34).
+	t.Logf("footprint: rss_mib=%.1f millicores=%.1f probes_per_second=%.0f", mib(last.RSS), millicores, rate)
 
 	if len(obs.Targets) != footprintTargets {
 		t.Errorf("observations have %d targets, want %d", len(obs.Targets), footprintTargets)

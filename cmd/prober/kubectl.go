@@ -18,6 +18,7 @@ import (
 
 	"github.com/netprober/prober/api"
 	"github.com/netprober/prober/buildinfo"
+	"github.com/netprober/prober/cmd/internal/cli"
 	"github.com/netprober/prober/peers"
 	"github.com/netprober/prober/tracereport"
 )
@@ -59,10 +60,10 @@ func (kc kubectlContext) dial(ctx context.Context, address string, port int) (*p
 	return peers.DialMatrix(dctx, *kc.kube, buildinfo.UserAgent("kubectl-prober"), address, port)
 }
 
-// fail prints err as the command's and returns exitRuntime.
+// fail prints err as the command's and returns cli.ExitRuntime.
 func (kc kubectlContext) fail(err error) int {
 	fmt.Fprintf(kc.stderr, "%s: %v\n", kc.name, err)
-	return exitRuntime
+	return cli.ExitRuntime
 }
 
 // runKubectl is `kubectl prober` (prober run as kubectl-prober) and
@@ -70,12 +71,12 @@ func (kc kubectlContext) fail(err error) int {
 func runKubectl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, kubectlUsage)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	switch args[0] {
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, kubectlUsage)
-		return exitOK
+		return cli.ExitOK
 	}
 	var run func(ctx context.Context, kc kubectlContext, args []string) int
 	switch args[0] {
@@ -89,7 +90,7 @@ func runKubectl(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		run = kubectlPage
 	default:
 		fmt.Fprintf(stderr, "kubectl prober: unknown command %q\n\n%s", args[0], kubectlUsage)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	kc := kubectlContext{name: "kubectl prober " + args[0], stdout: stdout, stderr: stderr, kube: &peers.KubeconfigOptions{}}
 	kc.fs = flag.NewFlagSet(kc.name, flag.ContinueOnError)
@@ -109,18 +110,18 @@ func (kc kubectlContext) parse(args []string, want ...string) (pos []string, cod
 		fmt.Fprintf(kc.stderr, "usage: %s %s[flags]\n\nflags:\n", kc.name, strings.Join(append(slices.Clone(want), ""), " "))
 		kc.fs.PrintDefaults()
 	}
-	pos, code = parseInterspersed(kc.fs, args)
+	pos, code = cli.ParseInterspersed(kc.fs, args)
 	if code >= 0 {
 		return nil, code
 	}
 	if len(pos) != len(want) {
 		fmt.Fprintf(kc.stderr, "%s: want %d arguments (%s), got %d\n", kc.name, len(want), strings.Join(want, " "), len(pos))
 		kc.fs.Usage()
-		return nil, exitUsage
+		return nil, cli.ExitUsage
 	}
 	if *kc.timeout <= 0 {
 		fmt.Fprintf(kc.stderr, "%s: --request-timeout must be positive\n", kc.name)
-		return nil, exitUsage
+		return nil, cli.ExitUsage
 	}
 	return pos, -1
 }
@@ -156,10 +157,10 @@ func kubectlStatus(ctx context.Context, kc kubectlContext, args []string) int {
 	}
 	if *asJSON {
 		printJSON(kc.stdout, d)
-		return exitOK
+		return cli.ExitOK
 	}
 	printStatus(kc.stdout, d)
-	return exitOK
+	return cli.ExitOK
 }
 
 // printStatus says what the diagnosis names, listed suspects first, in
@@ -254,7 +255,7 @@ func kubectlWho(ctx context.Context, kc kubectlContext, args []string) int {
 			Plan  api.PlanView `json:"plan"`
 			Cells []api.Cell   `json:"cells"`
 		}{plan, cells})
-		return exitOK
+		return cli.ExitOK
 	}
 	for _, a := range plan.Agents {
 		fmt.Fprintf(kc.stdout, "agent %s (%s, group %s, %s)\n", a.Name, a.Class, a.Group, cmp.Or(a.Address, "no address"))
@@ -285,7 +286,7 @@ func kubectlWho(ctx context.Context, kc kubectlContext, args []string) int {
 	for _, c := range cells {
 		fmt.Fprintf(kc.stdout, "  %s -> %s %s %s %s: lost %d of %d (%.3f %%), rtt p50 %.2f ms\n", c.Source, c.Target, c.Path, c.Protocol, c.Family, c.Lost, c.Sent, 100*c.LossRatio, 1000*c.RTTP50)
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // maxTraceTries bounds how often trace asks while the matrix answers
@@ -320,11 +321,11 @@ func kubectlTrace(ctx context.Context, kc kubectlContext, args []string) int {
 	}
 	if !slices.Contains(api.PathClasses, *path) {
 		fmt.Fprintf(kc.stderr, "%s: --path %q: want one of %s\n", kc.name, *path, strings.Join(api.PathClasses, ", "))
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if *family != "" && *family != api.FamilyIPv4 && *family != api.FamilyIPv6 {
 		fmt.Fprintf(kc.stderr, "%s: --family %q: want ipv4 or ipv6\n", kc.name, *family)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	c, err := kc.dial(ctx, "127.0.0.1", 0)
 	if err != nil {
@@ -360,11 +361,11 @@ func kubectlTrace(ctx context.Context, kc kubectlContext, args []string) int {
 	}
 	if *asJSON {
 		printJSON(kc.stdout, v)
-		return exitOK
+		return cli.ExitOK
 	}
 	fmt.Fprintf(kc.stdout, "agent %s to %s (%s, %s), in the matrix's window: lost %d of %d\n", v.Agent, v.Target, v.Path, v.Family, v.Lost, v.Sent)
 	tracereport.Print(kc.stdout, v.Report)
-	return exitOK
+	return cli.ExitOK
 }
 
 // kubectlPage serves the matrix page on a loopback port, proxied
@@ -378,11 +379,11 @@ func kubectlPage(ctx context.Context, kc kubectlContext, args []string) int {
 	}
 	if ip := net.ParseIP(*address); ip == nil || !ip.IsLoopback() {
 		fmt.Fprintf(kc.stderr, "%s: --address %q: want a loopback address (the matrix's page and trace are for you alone)\n", kc.name, *address)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if *port < 0 || *port > 65535 {
 		fmt.Fprintf(kc.stderr, "%s: --port %d not in 0..65535\n", kc.name, *port)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	// The page is served here, in plain HTTP on loopback, and proxied
 	// through the forward (on a port of its own): a matrix serving TLS
@@ -404,5 +405,5 @@ func kubectlPage(ctx context.Context, kc kubectlContext, args []string) int {
 	if err := c.Wait(ctx); err != nil {
 		return kc.fail(err)
 	}
-	return exitOK
+	return cli.ExitOK
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/cmd/internal/cli"
 	"github.com/netprober/prober/peers"
 )
 
@@ -24,15 +25,15 @@ func TestKubectlUsage(t *testing.T) {
 		code int
 		says string
 	}{
-		{nil, exitUsage, "usage: kubectl prober"},
-		{[]string{"stats"}, exitUsage, `unknown command "stats"`},
-		{[]string{"who"}, exitUsage, "want 1 arguments (NODE)"},
-		{[]string{"trace", "n11"}, exitUsage, "want 2 arguments (SRC DST)"},
-		{[]string{"trace", "n11", "n21", "--path", "node_to_spine"}, exitUsage, `--path "node_to_spine"`},
-		{[]string{"trace", "n11", "n21", "--family", "ipv5"}, exitUsage, `--family "ipv5"`},
-		{[]string{"page", "--address", "0.0.0.0"}, exitUsage, "want a loopback address"},
-		{[]string{"status", "--request-timeout", "0s"}, exitUsage, "must be positive"},
-		{[]string{"status", "--kubeconfig", missing}, exitRuntime, missing},
+		{nil, cli.ExitUsage, "usage: kubectl prober"},
+		{[]string{"stats"}, cli.ExitUsage, `unknown command "stats"`},
+		{[]string{"who"}, cli.ExitUsage, "want 1 arguments (NODE)"},
+		{[]string{"trace", "n11"}, cli.ExitUsage, "want 2 arguments (SRC DST)"},
+		{[]string{"trace", "n11", "n21", "--path", "node_to_spine"}, cli.ExitUsage, `--path "node_to_spine"`},
+		{[]string{"trace", "n11", "n21", "--family", "ipv5"}, cli.ExitUsage, `--family "ipv5"`},
+		{[]string{"page", "--address", "0.0.0.0"}, cli.ExitUsage, "want a loopback address"},
+		{[]string{"status", "--request-timeout", "0s"}, cli.ExitUsage, "must be positive"},
+		{[]string{"status", "--kubeconfig", missing}, cli.ExitRuntime, missing},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), append([]string{"kubectl"}, c.args...), &stdout, &stderr)

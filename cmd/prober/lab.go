@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/netprober/prober/cmd/internal/cli"
 	"github.com/netprober/prober/lab"
 )
 
@@ -27,13 +28,13 @@ var labSubcommands = []struct{ name, summary string }{
 func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		labUsage(stderr)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	switch args[0] {
 	case "-h", "--help", "help":
 		labUsage(stdout)
-		return exitOK
+		return cli.ExitOK
 	case "up":
 		return runLabUp(ctx, args[1:], stdout, stderr, logger)
 	case "down":
@@ -49,7 +50,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "prober lab: unknown subcommand %q\n\n", args[0])
 	labUsage(stderr)
-	return exitUsage
+	return cli.ExitUsage
 }
 
 func labUsage(w io.Writer) {
@@ -82,7 +83,7 @@ func noArgs(fs *flag.FlagSet, name string, stderr io.Writer) bool {
 }
 
 func runLabUp(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) int {
-	fs := newFlagSet("lab up", "[--spines N] [--racks N] [--nodes N] [--pods N] [--zones N] [--lb=false] [--lb-ports P,P] [--ipv6] [--overlay] [--drop-echo] [--silent-routers] [--super-spines N [--racks-per-pod N]] [--prefix P]", stderr)
+	fs := cli.NewFlagSet("prober lab up", "[--spines N] [--racks N] [--nodes N] [--pods N] [--zones N] [--lb=false] [--lb-ports P,P] [--ipv6] [--overlay] [--drop-echo] [--silent-routers] [--super-spines N [--racks-per-pod N]] [--prefix P]", stderr)
 	prefix := prefixFlag(fs)
 	spines := fs.Int("spines", lab.DefaultSpines, "spine routers (1..8); with --super-spines, aggregation switches per fabric pod")
 	racks := fs.Int("racks", lab.DefaultRacks, "racks, one ToR each (1..9)")
@@ -97,16 +98,16 @@ func runLabUp(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	silent := fs.Bool("silent-routers", false, "ToRs and spines send no ICMP time exceeded, as cloud VPC routers")
 	supers := fs.Int("super-spines", 0, "three tiers: super-spines (1..8) over fabric pods of aggregation switches (default: two tiers)")
 	perPod := fs.Int("racks-per-pod", 0, "three tiers: racks per fabric pod (default 2)")
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := cli.ParseFlags(fs, args); code >= 0 {
 		return code
 	}
 	if !noArgs(fs, "up", stderr) {
-		return exitUsage
+		return cli.ExitUsage
 	}
 	ports, err := lab.ParsePorts(*lbPorts)
 	if err != nil {
 		fmt.Fprintf(stderr, "prober lab up: --lb-ports: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	spec := lab.Spec{Prefix: *prefix, Spines: *spines, Racks: *racks, NodesPerRack: *nodes,
 		PodsPerNode: *pods, Zones: *zones, LB: *withLB, LBPorts: ports, IPv6: *ipv6,
@@ -117,42 +118,42 @@ func runLabUp(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	spec.SetDefaults()
 	if err := spec.Validate(); err != nil {
 		fmt.Fprintf(stderr, "prober lab up: %v\n", strings.ReplaceAll(err.Error(), "\n", "; "))
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if !labPrivileged("up", stderr) {
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	f, err := lab.Up(ctx, spec, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "prober lab up: %v\n", err)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	printInventory(stdout, f)
-	return exitOK
+	return cli.ExitOK
 }
 
 func runLabDown(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("lab down", "[--prefix P]", stderr)
+	fs := cli.NewFlagSet("prober lab down", "[--prefix P]", stderr)
 	prefix := prefixFlag(fs)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := cli.ParseFlags(fs, args); code >= 0 {
 		return code
 	}
 	if !noArgs(fs, "down", stderr) {
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if !labPrivileged("down", stderr) {
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	if err := lab.Down(*prefix); err != nil {
 		fmt.Fprintf(stderr, "prober lab down: %v\n", err)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	fmt.Fprintf(stdout, "lab %s: down\n", *prefix)
-	return exitOK
+	return cli.ExitOK
 }
 
 func runLabFault(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) int {
-	fs := newFlagSet("lab fault", "[--prefix P] KIND [flags] [--family ipv4|ipv6]\n\nkinds:\n"+
+	fs := cli.NewFlagSet("prober lab fault", "[--prefix P] KIND [flags] [--family ipv4|ipv6]\n\nkinds:\n"+
 		"  device-loss --device spine2 --permille 50\n"+
 		"  link-loss   --from tor1 --to spine2 --permille 20 [--both]\n"+
 		"  blackhole   --device spine1 --mod 4\n"+
@@ -187,75 +188,75 @@ func runLabFault(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		ft.Kind, args = args[0], args[1:]
 	}
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := cli.ParseFlags(fs, args); code >= 0 {
 		return code
 	}
 	if ft.Kind == "" && fs.NArg() > 0 {
 		ft.Kind = fs.Arg(0)
-		if code := parseFlags(fs, fs.Args()[1:]); code >= 0 {
+		if code := cli.ParseFlags(fs, fs.Args()[1:]); code >= 0 {
 			return code
 		}
 	}
 	if !noArgs(fs, "fault", stderr) {
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if ft.Kind == "" {
 		fmt.Fprintf(stderr, "prober lab fault: missing KIND (one of %s)\n", strings.Join(lab.FaultKinds, ", "))
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if !labPrivileged("fault", stderr) {
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	f, err := lab.Load(*prefix)
 	if err != nil {
 		fmt.Fprintf(stderr, "prober lab fault: %v\n", err)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	if err := f.Check(ft); err != nil {
 		fmt.Fprintf(stderr, "prober lab fault: %v\n", strings.ReplaceAll(err.Error(), "\n", "; "))
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if err := f.Inject(ctx, ft); err != nil {
 		fmt.Fprintf(stderr, "prober lab fault: %v\n", err)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	logger.Debug("fault", "fault", ft.String())
 	if ft.Holds() {
 		fmt.Fprintf(stdout, "lab %s: injected %s: holding packets until interrupted or 'prober lab clear --prefix %s'\n", *prefix, ft, *prefix)
 		if err := f.Hold(ctx); err != nil {
 			fmt.Fprintf(stderr, "prober lab fault: %v\n", err)
-			return exitRuntime
+			return cli.ExitRuntime
 		}
 		fmt.Fprintf(stdout, "lab %s: %s ended\n", *prefix, ft)
-		return exitOK
+		return cli.ExitOK
 	}
 	fmt.Fprintf(stdout, "lab %s: injected %s (undo: prober lab clear --prefix %s)\n", *prefix, ft, *prefix)
-	return exitOK
+	return cli.ExitOK
 }
 
 func runLabClear(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) int {
-	fs := newFlagSet("lab clear", "[--prefix P]", stderr)
+	fs := cli.NewFlagSet("prober lab clear", "[--prefix P]", stderr)
 	prefix := prefixFlag(fs)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := cli.ParseFlags(fs, args); code >= 0 {
 		return code
 	}
 	if !noArgs(fs, "clear", stderr) {
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if !labPrivileged("clear", stderr) {
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	f, err := lab.Load(*prefix)
 	if err != nil {
 		fmt.Fprintf(stderr, "prober lab clear: %v\n", err)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	if err := f.Clear(ctx); err != nil {
 		fmt.Fprintf(stderr, "prober lab clear: %v\n", err)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	fmt.Fprintf(stdout, "lab %s: faults cleared\n", *prefix)
-	return exitOK
+	return cli.ExitOK
 }
 
 // printInventory writes the hosts and routers as aligned tables, then the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/cmd/internal/cli"
 	"github.com/netprober/prober/lab"
 	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/testbed"
@@ -23,7 +24,7 @@ import (
 // it, the matrix page on this machine's loopback, then seed 004's fault
 // and the diagnosis. Ctrl-C, or the end, removes everything.
 func runLabCluster(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("lab cluster", "[--kube-bin DIR] [--pause PATH] [--ipv6] [--overlay] [--device spine1] [--permille N] [--keep]", stderr)
+	fs := cli.NewFlagSet("prober lab cluster", "[--kube-bin DIR] [--pause PATH] [--agent PATH] [--ipv6] [--overlay] [--device spine1] [--permille N] [--keep]", stderr)
 	prefix := fs.String("prefix", "pcluster", "namespace name prefix of the cluster's fabric")
 	spines := fs.Int("spines", 2, "spines (1..8)")
 	racks := fs.Int("racks", 2, "racks, one ToR each (1..9)")
@@ -32,35 +33,37 @@ func runLabCluster(ctx context.Context, args []string, stdout, stderr io.Writer)
 	overlay := fs.Bool("overlay", false, "pods on a VXLAN overlay (flannel's vxlan backend: flannel.1, UDP 8472, pods at MTU 1450) instead of pod CIDRs routed by the fabric")
 	kubeBin := fs.String("kube-bin", os.Getenv("PROBER_KUBE_ASSETS"), "directory of the pinned Kubernetes binaries and prometheus (make kube prints it)")
 	pause := fs.String("pause", "", "the pods' sandbox binary (default: pause beside this binary; make pause builds it)")
+	agentBin := fs.String("agent", "", "the prober-agent binary the DaemonSets run (default: prober-agent beside this binary; make build builds it)")
 	deploy := fs.String("deploy", "deploy", "the manifests to apply, as kubectl apply -f does")
 	listen := fs.String("listen", "127.0.0.1:9809", "where the matrix page is served on this machine while the demo runs")
 	device := fs.String("device", "spine1", "the device to make lossy")
 	permille := fs.Int("permille", 50, "random loss on the device, per mille of what it forwards")
 	within := fs.Duration("within", 2*time.Minute, "how long to wait for the diagnosis")
 	keep := fs.Bool("keep", false, "after the diagnosis, keep the cluster until Ctrl-C")
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := cli.ParseFlags(fs, args); code >= 0 {
 		return code
 	}
 	if *permille < 1 || *permille > 1000 || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "prober lab cluster: --permille must be 1..1000; no arguments")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "prober lab cluster: %v\n", err)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	spec := testbed.ClusterSpec{
 		Fabric:  lab.Spec{Prefix: *prefix, Spines: *spines, Racks: *racks, NodesPerRack: *nodes, IPv6: *ipv6, Overlay: *overlay},
-		KubeDir: *kubeBin, Prober: exe, Pause: cmp.Or(*pause, filepath.Join(filepath.Dir(exe), "pause")),
-		Out: stdout,
+		KubeDir: *kubeBin, Prober: exe, Agent: cmp.Or(*agentBin, filepath.Join(filepath.Dir(exe), "prober-agent")),
+		Pause: cmp.Or(*pause, filepath.Join(filepath.Dir(exe), "pause")),
+		Out:   stdout,
 	}
 	fault := lab.Fault{Kind: lab.FaultDeviceLoss, Device: *device, Permille: *permille}
 	if err := labCluster(ctx, spec, *deploy, *listen, fault, *within, *keep); err != nil {
 		fmt.Fprintf(stderr, "prober lab cluster: %v\n", err)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 func labCluster(ctx context.Context, spec testbed.ClusterSpec, deploy, listen string, fault lab.Fault, within time.Duration, keep bool) (err error) {

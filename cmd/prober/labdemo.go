@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/cmd/internal/cli"
 	"github.com/netprober/prober/lab"
 	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/testbed"
@@ -18,27 +19,27 @@ import (
 // fault (a lossy spine), the matrix again and the diagnosis naming it.
 // The fabric is testbed's; what is printed around it is here.
 func runLabDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("lab demo", "[--device spine2] [--permille N] [--listen ADDR] [--keep]", stderr)
+	fs := cli.NewFlagSet("prober lab demo", "[--device spine2] [--permille N] [--listen ADDR] [--keep]", stderr)
 	device := fs.String("device", "spine2", "the device to make lossy")
 	permille := fs.Int("permille", 50, "random loss on the device, per mille of what it forwards")
 	listen := fs.String("listen", "127.0.0.1:9809", "the matrix page's address while the demo runs")
 	window := fs.Duration("window", 20*time.Second, "the agents' sliding window")
 	within := fs.Duration("within", 90*time.Second, "how long to wait for the diagnosis")
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := cli.ParseFlags(fs, args); code >= 0 {
 		return code
 	}
 	if *permille < 1 || *permille > 1000 || *window < 5*time.Second || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "prober lab demo: --permille must be 1..1000 and --window at least 5s; no arguments")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if err := lab.NeedNetAdmin(); err != nil {
 		fmt.Fprintf(stderr, "prober lab demo: %v\n", err)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "prober lab demo: %v\n", err)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	spec := lab.DefaultSpec()
 	spec.Prefix = "pdemo"
@@ -47,9 +48,9 @@ func runLabDemo(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fault := lab.Fault{Kind: lab.FaultDeviceLoss, Device: *device, Permille: *permille}
 	if err := labDemo(ctx, s, fault, *within); err != nil {
 		fmt.Fprintf(stderr, "prober lab demo: %v\n", err)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // labDemo runs the demo on the fabric s describes; a terminal (s.TTY)

@@ -11,13 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-)
 
-// exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.
-const (
-	exitOK      = 0
-	exitRuntime = 1
-	exitUsage   = 2
+	"github.com/netprober/prober/cmd/internal/agentcmd"
+	"github.com/netprober/prober/cmd/internal/cli"
 )
 
 type subcommand struct {
@@ -51,18 +47,18 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	switch args[0] {
 	case "-h", "--help", "help":
 		usage(stdout)
-		return exitOK
+		return cli.ExitOK
 	}
 	sc, ok := subcommands[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "prober: unknown subcommand %q\n\n", args[0])
 		usage(stderr)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	return sc.run(ctx, args[1:], stdout, stderr)
 }
@@ -73,4 +69,9 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", name, subcommands[name].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'prober <subcommand> -h' for its flags.")
+}
+
+// runAgent is `prober agent`; the lean prober-agent binary runs the same.
+func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return agentcmd.Run(ctx, "prober agent", args, stdout, stderr)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/netprober/prober/cmd/internal/cli"
 )
 
 // TestMain lets tests run this test binary as the prober command itself:
@@ -40,16 +42,16 @@ func TestUsage(t *testing.T) {
 		inStderr string
 		inStdout string
 	}{
-		{"no args", nil, exitUsage, "usage: prober", ""},
-		{"unknown subcommand", []string{"frobnicate"}, exitUsage, `unknown subcommand "frobnicate"`, ""},
-		{"help", []string{"help"}, exitOK, "", "subcommands:"},
-		{"agent unknown flag", []string{"agent", "--bogus"}, exitUsage, "flag provided but not defined: -bogus", ""},
-		{"agent no config", []string{"agent"}, exitUsage, "--config is required", ""},
-		{"agent missing file", []string{"agent", "--config", "/nonexistent/prober.yaml"}, exitUsage, "/nonexistent/prober.yaml", ""},
-		{"agent bad log level", []string{"agent", "--config", "x", "--log-level", "loud"}, exitUsage, `--log-level "loud"`, ""},
-		{"agent help", []string{"agent", "-h"}, exitOK, "--config", ""},
-		{"version", []string{"version"}, exitOK, "", "prober "},
-		{"version extra", []string{"version", "x"}, exitUsage, "unexpected argument", ""},
+		{"no args", nil, cli.ExitUsage, "usage: prober", ""},
+		{"unknown subcommand", []string{"frobnicate"}, cli.ExitUsage, `unknown subcommand "frobnicate"`, ""},
+		{"help", []string{"help"}, cli.ExitOK, "", "subcommands:"},
+		{"agent unknown flag", []string{"agent", "--bogus"}, cli.ExitUsage, "flag provided but not defined: -bogus", ""},
+		{"agent no config", []string{"agent"}, cli.ExitUsage, "--config is required", ""},
+		{"agent missing file", []string{"agent", "--config", "/nonexistent/prober.yaml"}, cli.ExitUsage, "/nonexistent/prober.yaml", ""},
+		{"agent bad log level", []string{"agent", "--config", "x", "--log-level", "loud"}, cli.ExitUsage, `--log-level "loud"`, ""},
+		{"agent help", []string{"agent", "-h"}, cli.ExitOK, "--config", ""},
+		{"version", []string{"version"}, cli.ExitOK, "", "prober "},
+		{"version extra", []string{"version", "x"}, cli.ExitUsage, "unexpected argument", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,33 +75,18 @@ func TestAgentCheck(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	os.WriteFile(good, []byte("name: n1\nclass: node\nlisten: 198.18.1.11:9808\ntargets: [{name: n2, address: 198.18.2.11, class: node}]\n"), 0o644)
-	if code, out, errOut := runArgs("agent", "--config", good, "--check"); code != exitOK || !strings.Contains(out, "ok") {
+	if code, out, errOut := runArgs("agent", "--config", good, "--check"); code != cli.ExitOK || !strings.Contains(out, "ok") {
 		t.Errorf("good config: exit %d out %q err %q", code, out, errOut)
 	}
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("name: n1\nclass: switch\nlisten: 198.18.1.11:9808\nprobing: {flows: 0.5, bogus: 1}\n"), 0o644)
 	code, _, errOut := runArgs("agent", "--config", bad, "--check")
-	if code != exitUsage {
-		t.Errorf("bad config: exit %d, want %d", code, exitUsage)
+	if code != cli.ExitUsage {
+		t.Errorf("bad config: exit %d, want %d", code, cli.ExitUsage)
 	}
 	for _, want := range []string{bad + ": probing.bogus", bad + ": probing.flows"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr %q lacks %q", errOut, want)
 		}
-	}
-}
-
-// TestAgentGCPercent: the agent sets its own GOGC, and GOGC in the
-// environment (a pod's env) wins over it.
-func TestAgentGCPercent(t *testing.T) {
-	t.Parallel()
-	env := map[string]string{}
-	getenv := func(k string) string { return env[k] }
-	if pct, ok := agentGCPercent(getenv); !ok || pct <= 0 || pct >= 100 {
-		t.Errorf("no GOGC set: got %d, %v; want the agent's own, below the default 100", pct, ok)
-	}
-	env["GOGC"] = "200"
-	if pct, ok := agentGCPercent(getenv); ok {
-		t.Errorf("GOGC=200 set: the agent would override it with %d", pct)
 	}
 }

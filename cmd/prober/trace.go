@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/netprober/prober/api"
+	"github.com/netprober/prober/cmd/internal/cli"
 	"github.com/netprober/prober/config"
 	"github.com/netprober/prober/matrix"
 	"github.com/netprober/prober/probe"
@@ -28,7 +29,7 @@ var traceFlags = map[string]string{"maxTTL": "max-ttl", "concurrency": "flows"}
 
 // runTrace is `prober trace`: a one-shot multipath TCP SYN traceroute.
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("trace", traceSynopsis, stderr)
+	fs := cli.NewFlagSet("prober trace", traceSynopsis, stderr)
 	flows := fs.Int("flows", 16, "flows (source ports) to trace, 1..256")
 	port := fs.Int("port", 80, "destination TCP port")
 	probes := fs.Int("probes", probe.DefaultTraceProbes, "probes per hop and flow, 1..100")
@@ -43,7 +44,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	only4 := fs.Bool("4", false, "trace over IPv4: resolve HOST to its IPv4 address")
 	only6 := fs.Bool("6", false, "trace over IPv6: resolve HOST to its IPv6 address")
 	matrixConfig := fs.String("matrix-config", "", "the matrix's config file: its device names (hops) and thresholds name the suspects inferred from the flows")
-	hosts, code := parseInterspersed(fs, args)
+	hosts, code := cli.ParseInterspersed(fs, args)
 	if code >= 0 {
 		return code
 	}
@@ -104,19 +105,19 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "prober trace: %s\n", e)
 		}
 		fs.Usage()
-		return exitUsage
+		return cli.ExitUsage
 	}
 
 	host := hosts[0]
 	dst, err := resolve(ctx, host, family)
 	if err != nil {
 		fmt.Fprintf(stderr, "prober trace: %v\n", err)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	if !src.IsValid() {
 		if src, err = sourceFor(dst); err != nil {
 			fmt.Fprintf(stderr, "prober trace: no route to %s: %v\n", dst, err)
-			return exitRuntime
+			return cli.ExitRuntime
 		}
 	}
 	tr, err := probe.NewStandaloneTracer(probe.StandaloneConfig{Source: src, PortBase: uint16(*sportBase), Flows: *flows})
@@ -128,11 +129,11 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			cause = op
 		}
 		fmt.Fprintf(stderr, "prober trace: needs CAP_NET_RAW for its raw sockets: run it as root, or grant it to the binary with 'setcap cap_net_raw+ep %s' (%v)\n", os.Args[0], cause)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "prober trace: %v\n", err)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -141,7 +142,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sports, err := tr.Ports(*flows)
 	if err != nil {
 		fmt.Fprintf(stderr, "prober trace: %v\n", err)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 
 	start := time.Now()
@@ -154,7 +155,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	stopProgress()
 	if err != nil {
 		fmt.Fprintf(stderr, "prober trace: %v\n", err)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	rep, err := tracereport.New(tracereport.Trace{
 		Host: host, Target: dst, Source: src, Port: uint16(*port),
@@ -162,19 +163,19 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}, mcfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "prober trace: %v\n", err)
-		return exitRuntime
+		return cli.ExitRuntime
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
 			fmt.Fprintf(stderr, "prober trace: %v\n", err)
-			return exitRuntime
+			return cli.ExitRuntime
 		}
-		return exitOK
+		return cli.ExitOK
 	}
 	tracereport.Print(stdout, rep)
-	return exitOK
+	return cli.ExitOK
 }
 
 // resolve is host's address of family (-4, -6, or the source's), any

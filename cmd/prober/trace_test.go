@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/netprober/prober/cmd/internal/cli"
 )
 
 func TestTraceFlags(t *testing.T) {
@@ -36,8 +38,8 @@ func TestTraceFlags(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			code, out, errOut := runArgs(append([]string{"trace"}, tc.args...)...)
-			if code != exitUsage {
-				t.Errorf("exit %d, want %d (stderr %q)", code, exitUsage, errOut)
+			if code != cli.ExitUsage {
+				t.Errorf("exit %d, want %d (stderr %q)", code, cli.ExitUsage, errOut)
 			}
 			if !strings.Contains(errOut, tc.want) {
 				t.Errorf("stderr %q lacks %q", errOut, tc.want)
@@ -57,8 +59,8 @@ func TestTraceNoPrivilege(t *testing.T) {
 		t.Skip("runs as root, which has CAP_NET_RAW; the non-root run of the suite covers this")
 	}
 	code, _, errOut := runArgs("trace", "--source", "127.0.0.1", "192.0.2.1")
-	if code != exitRuntime || strings.Count(errOut, "CAP_NET_RAW") != 1 || !strings.Contains(errOut, "setcap cap_net_raw+ep") {
-		t.Errorf("exit %d stderr %q, want %d naming CAP_NET_RAW once and how to grant it", code, errOut, exitRuntime)
+	if code != cli.ExitRuntime || strings.Count(errOut, "CAP_NET_RAW") != 1 || !strings.Contains(errOut, "setcap cap_net_raw+ep") {
+		t.Errorf("exit %d stderr %q, want %d naming CAP_NET_RAW once and how to grant it", code, errOut, cli.ExitRuntime)
 	}
 }
 

@@ -16,18 +16,23 @@ import (
 	"github.com/netprober/prober/ociimage"
 )
 
-// binName is the binary's name in the image and in BinDir.
-const binName = "prober"
+// binName is the binary's name in the image and in BinDir; agentName the
+// agent's own, without the Kubernetes client (cmd/prober-agent), which
+// the DaemonSets run.
+const (
+	binName   = "prober"
+	agentName = "prober-agent"
+)
 
 // options say what build builds; run fills them from flags.
 type options struct {
-	Ref, Pkg          string
-	Arches            []string
-	LDFlags           string
-	Version, Revision string
-	BinDir            string
-	Archive, SBOM     string
-	DockerArch        string
+	Ref, Pkg, AgentPkg string
+	Arches             []string
+	LDFlags            string
+	Version, Revision  string
+	BinDir             string
+	Archive, SBOM      string
+	DockerArch         string
 	// Krew, when set, is the directory for the kubectl plugin's archives
 	// and krew manifest (writeKrew), their URLs under KrewURL.
 	Krew, KrewURL string
@@ -50,19 +55,23 @@ func build(ctx context.Context, o options, log io.Writer) (v1.ImageIndex, error)
 	var infos []*debug.BuildInfo
 	bins := map[string]string{}
 	for _, arch := range o.Arches {
-		bin := filepath.Join(o.BinDir, "linux-"+arch, binName)
-		if err := goBuild(ctx, o, arch, bin); err != nil {
-			return nil, err
+		var files []ociimage.File
+		for _, b := range []struct{ name, pkg string }{{binName, o.Pkg}, {agentName, o.AgentPkg}} {
+			bin := filepath.Join(o.BinDir, "linux-"+arch, b.name)
+			if err := goBuild(ctx, o, b.pkg, arch, bin); err != nil {
+				return nil, err
+			}
+			bi, err := buildinfo.ReadFile(bin)
+			if err != nil {
+				return nil, fmt.Errorf("%s: build info: %w", bin, err)
+			}
+			infos = append(infos, bi)
+			files = append(files, ociimage.File{Path: "/" + b.name, From: bin, Mode: 0o755})
 		}
-		bins[arch] = bin
-		bi, err := buildinfo.ReadFile(bin)
+		bins[arch] = files[0].From
+		layer, err := ociimage.NewLayer(files, ociimage.Gzip)
 		if err != nil {
-			return nil, fmt.Errorf("%s: build info: %w", bin, err)
-		}
-		infos = append(infos, bi)
-		layer, err := ociimage.NewLayer([]ociimage.File{{Path: "/" + binName, From: bin, Mode: 0o755}}, ociimage.Gzip)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", bin, err)
+			return nil, fmt.Errorf("linux/%s: %w", arch, err)
 		}
 		img, err := ociimage.NewImage(ociimage.Config{
 			Platform:   ociimage.Platform(arch),
@@ -122,18 +131,18 @@ func build(ctx context.Context, o options, log io.Writer) (v1.ImageIndex, error)
 	return idx, nil
 }
 
-// goBuild builds o.Pkg for linux/arch to bin as the Dockerfile and the
+// goBuild builds pkg for linux/arch to bin as the Dockerfile and the
 // Makefile's build do: static (no cgo), no paths of this machine, with
 // $GO (the Makefile's) or else the go on PATH.
-func goBuild(ctx context.Context, o options, arch, bin string) error {
+func goBuild(ctx context.Context, o options, pkg, arch, bin string) error {
 	goCmd := os.Getenv("GO") // the Makefile's $(GO)
 	if goCmd == "" {
 		goCmd = "go"
 	}
-	c := exec.CommandContext(ctx, goCmd, "build", "-trimpath", "-ldflags", o.LDFlags, "-o", bin, o.Pkg)
+	c := exec.CommandContext(ctx, goCmd, "build", "-trimpath", "-ldflags", o.LDFlags, "-o", bin, pkg)
 	c.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	if out, err := c.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s for linux/%s: %w\n%s", o.Pkg, arch, err, out)
+		return fmt.Errorf("go build %s for linux/%s: %w\n%s", pkg, arch, err, out)
 	}
 	return nil
 }

@@ -41,7 +41,7 @@ func TestImageTwoPlatforms(t *testing.T) {
 	for i := range archives {
 		dir := t.TempDir()
 		o := options{
-			Ref: ref, Pkg: "./testdata/hello", Arches: []string{"amd64", "arm64"},
+			Ref: ref, Pkg: "./testdata/hello", AgentPkg: "./testdata/hello", Arches: []string{"amd64", "arm64"},
 			LDFlags: "-s -w", Version: "v0.0.0-test", Revision: "abc",
 			BinDir: dir, Archive: filepath.Join(dir, "image.oci.tar"), SBOM: filepath.Join(dir, "sbom.json"),
 			DockerArch: "arm64", Krew: filepath.Join(dir, "krew"), KrewURL: "https://example.com/rel/",
@@ -152,16 +152,18 @@ func TestImageTwoPlatforms(t *testing.T) {
 		if _, ok := files["etc/passwd"]; !ok {
 			t.Errorf("%s: no /etc/passwd from the base", arch)
 		}
-		bin, ok := files["prober"]
-		if !ok {
-			t.Fatalf("%s: no /prober", arch)
-		}
-		f, err := elf.NewFile(bytes.NewReader(bin))
-		if err != nil {
-			t.Fatalf("%s: /prober: %v", arch, err)
-		}
-		if want, ok := machines[arch]; !ok || f.Machine != want {
-			t.Errorf("%s: /prober is an ELF for %v, want %v", arch, f.Machine, want)
+		for _, name := range []string{"prober", "prober-agent"} {
+			bin, ok := files[name]
+			if !ok {
+				t.Fatalf("%s: no /%s", arch, name)
+			}
+			f, err := elf.NewFile(bytes.NewReader(bin))
+			if err != nil {
+				t.Fatalf("%s: /%s: %v", arch, name, err)
+			}
+			if want, ok := machines[arch]; !ok || f.Machine != want {
+				t.Errorf("%s: /%s is an ELF for %v, want %v", arch, name, f.Machine, want)
+			}
 		}
 		delete(machines, arch)
 	}

@@ -33,6 +33,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var arches string
 	fs.StringVar(&o.Ref, "ref", "ghcr.io/netprober/prober:dev", "the image's `reference`: its name in the archive, and where -push pushes")
 	fs.StringVar(&o.Pkg, "pkg", "./cmd/prober", "the Go `package` to build, the image's /"+binName)
+	fs.StringVar(&o.AgentPkg, "agent-pkg", "./cmd/prober-agent", "the agent's Go `package`, the image's /"+agentName)
 	fs.StringVar(&arches, "arch", "amd64,arm64", "the `GOARCH`es to build, comma-separated: one image each")
 	fs.StringVar(&o.LDFlags, "ldflags", "-s -w", "go build's -ldflags (the Makefile's, with the version stamped)")
 	fs.StringVar(&o.Version, "version", "dev", "the version, for the image's labels and the SBOM")

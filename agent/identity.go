@@ -1,4 +1,4 @@
-package peers
+package agent
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package main
+package agentcmd
 
 import (
 	"log/slog"
@@ -55,7 +55,7 @@ func TestPlanSourceAPIServerCA(t *testing.T) {
 		}
 	}
 	for _, yaml := range []string{
-		"class: node\n" + base + "kubernetes: {apiServerCAFile: ../../config/testdata/tls/cert.pem}\n",
+		"class: node\n" + base + "kubernetes: {apiServerCAFile: ../../../config/testdata/tls/cert.pem}\n",
 		"class: pod\n" + base,
 	} {
 		src, err := planSource(parse(yaml), getenv, slog.New(slog.DiscardHandler))
@@ -71,7 +71,7 @@ func TestPlanSourceTLS(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"NODE_NAME": "n1", "POD_NAME": "prober-pod-x", "POD_IP": "198.51.100.4",
 		"PROBER_MATRIX_SERVICE_HOST": "198.51.100.9", "PROBER_MATRIX_SERVICE_PORT": "9809"}
-	cfg, err := config.ParseAgent("pod.yaml", []byte("class: pod\nlisten: 0.0.0.0:9808\ndiscovery: kubernetes\nkubernetes: {namespace: mon, matrixCAFile: ../../config/testdata/tls/cert.pem}\n"))
+	cfg, err := config.ParseAgent("pod.yaml", []byte("class: pod\nlisten: 0.0.0.0:9808\ndiscovery: kubernetes\nkubernetes: {namespace: mon, matrixCAFile: ../../../config/testdata/tls/cert.pem}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,5 +81,20 @@ func TestPlanSourceTLS(t *testing.T) {
 	}
 	if src.URL != "https://198.51.100.9:9809" || src.TLS == nil || src.TLS.ServerName != "prober-matrix.mon.svc" {
 		t.Errorf("plan source %s, TLS %v: want https to the Service's address, verified as prober-matrix.mon.svc", src.URL, src.TLS)
+	}
+}
+
+// TestAgentGCPercent: the agent sets its own GOGC, and GOGC in the
+// environment (a pod's env) wins over it.
+func TestAgentGCPercent(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+	if pct, ok := gcPercent(getenv); !ok || pct <= 0 || pct >= 100 {
+		t.Errorf("no GOGC set: got %d, %v; want the agent's own, below the default 100", pct, ok)
+	}
+	env["GOGC"] = "200"
+	if pct, ok := gcPercent(getenv); ok {
+		t.Errorf("GOGC=200 set: the agent would override it with %d", pct)
 	}
 }
