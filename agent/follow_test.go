@@ -65,6 +65,25 @@ func (s *planServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// observed is what the agent at base reports: its targets' names and its
+// own labels.
+func observed(t *testing.T, base string) (targets []string, labels map[string]string) {
+	t.Helper()
+	var obs api.Observations
+	resp, err := http.Get(base + api.ObservationsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&obs); err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range obs.Targets {
+		targets = append(targets, tg.Name)
+	}
+	return targets, obs.Agent.Labels
+}
+
 // TestFollow: the agent probes what the plan says, changes with it at
 // once, reports the plan's labels under its own, and keeps its last plan
 // while the matrix is away. Targets are loopback listeners.
@@ -92,20 +111,8 @@ func TestFollow(t *testing.T) {
 	})
 	var labels map[string]string
 	targets := func() []string {
-		var obs api.Observations
-		resp, err := http.Get(base + api.ObservationsPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if err := json.NewDecoder(resp.Body).Decode(&obs); err != nil {
-			t.Fatal(err)
-		}
-		labels = obs.Agent.Labels
 		var out []string
-		for _, tg := range obs.Targets {
-			out = append(out, tg.Name)
-		}
+		out, labels = observed(t, base)
 		return out
 	}
 	await := func(what string, want []string) {
@@ -215,19 +222,7 @@ func TestFollowTLS(t *testing.T) {
 		})
 	}
 	targetsOf := func(base string) []string {
-		var obs api.Observations
-		resp, err := http.Get(base + api.ObservationsPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if err := json.NewDecoder(resp.Body).Decode(&obs); err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, tg := range obs.Targets {
-			out = append(out, tg.Name)
-		}
+		out, _ := observed(t, base)
 		return out
 	}
 	plan := api.AgentPlan{Version: "v1", Name: "a1", Class: api.ClassNode, Group: "tor1",
