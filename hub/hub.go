@@ -36,7 +36,10 @@ type Hub struct {
 	met    *hubMetrics
 	ln     net.Listener
 	srv    *http.Server
-	now    func() time.Time
+	// tls: srv serves TLS. Not srv.TLSConfig, which net/http sets for
+	// HTTP/2 once serving starts, TLS or not.
+	tls bool
+	now func() time.Time
 	// diagnosed is Options.Diagnosed.
 	diagnosed func(matrix.Diagnosis)
 
@@ -163,7 +166,7 @@ func New(cfg *config.Matrix, logger *slog.Logger, opts Options) (*Hub, error) {
 			h.ln.Close()
 			return nil, fmt.Errorf("tls: %w", err)
 		}
-		h.srv.TLSConfig = certs.Config()
+		h.srv.TLSConfig, h.tls = certs.Config(), true
 	}
 	return h, nil
 }
@@ -180,7 +183,7 @@ func (h *Hub) Run(ctx context.Context) error {
 	g.Go(func() error { return h.guard.Run(gctx) })
 	g.Go(func() error {
 		serve := h.srv.Serve
-		if h.srv.TLSConfig != nil {
+		if h.tls {
 			// ServeTLS offers HTTP/2 by ALPN, as Serve offers HTTP/1.1.
 			serve = func(ln net.Listener) error { return h.srv.ServeTLS(ln, "", "") }
 		}
@@ -211,7 +214,7 @@ func (h *Hub) Run(ctx context.Context) error {
 			}
 		}
 	})
-	h.log.Info("matrix started", "listen", h.ln.Addr().String(), "tls", h.srv.TLSConfig != nil, "agents", len(h.agentURLs()),
+	h.log.Info("matrix started", "listen", h.ln.Addr().String(), "tls", h.tls, "agents", len(h.agentURLs()),
 		"group_by", h.cfg.GroupBy, "interval", h.cfg.Interval.D().String())
 	return g.Wait()
 }
