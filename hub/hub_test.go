@@ -55,10 +55,13 @@ func report(name, rack string, peers map[string]string, sent, lost uint64) api.O
 	return obs
 }
 
-func newTestHub(t testing.TB, agents []string, groupBy string) *Hub {
+func newTestHub(t testing.TB, agents []string, groupBy string, edits ...func(*config.Matrix)) *Hub {
 	t.Helper()
 	cfg := &config.Matrix{Listen: "127.0.0.1:0", Agents: agents, GroupBy: groupBy,
 		Interval: config.Duration(time.Second), Timeout: config.Duration(300 * time.Millisecond)}
+	for _, e := range edits {
+		e(cfg)
+	}
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

@@ -19,17 +19,9 @@ import (
 // plain-HTTP request with an error, not the endpoint.
 func TestServeTLS(t *testing.T) {
 	files := tlsfilestest.Write(t, t.TempDir(), "prober-matrix.prober.svc")
-	cfg := &config.Matrix{Listen: "127.0.0.1:0", Agents: []string{"http://192.0.2.200:9808"}, GroupBy: "node",
-		Interval: config.Duration(time.Second), Timeout: config.Duration(300 * time.Millisecond),
-		TLS: &config.ServerTLS{CertFile: files.Cert, KeyFile: files.Key}}
-	cfg.SetDefaults()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(cfg, slog.New(slog.DiscardHandler), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newTestHub(t, []string{"http://192.0.2.200:9808"}, "node", func(c *config.Matrix) {
+		c.TLS = &config.ServerTLS{CertFile: files.Cert, KeyFile: files.Key}
+	})
 	h.SetAgents(nil) // nothing is pulled
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -66,7 +58,7 @@ func TestServeTLS(t *testing.T) {
 	}
 
 	// A key that is not the certificate's is refused at start, named.
-	bad := *cfg
+	bad := *h.cfg
 	bad.TLS = &config.ServerTLS{CertFile: files.Cert, KeyFile: tlsfilestest.Write(t, t.TempDir(), "x").Key}
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "tls.certFile") {
 		t.Errorf("mismatched key: Validate said %v", err)
